@@ -1,0 +1,511 @@
+//! TCP (RFC 9293) with the options longhaul's engine negotiates: MSS, window scale
+//! (RFC 7323), SACK-permitted and SACK (RFC 2018). Timestamps are not emitted; on parse,
+//! unknown options are skipped by their length.
+
+use crate::{checksum, Checksum, Error, Ipv4Address, Result};
+
+/// A TCP sequence number: an integer modulo 2^32 with serial comparison (RFC 1982).
+///
+/// Comparison is meaningful only for numbers less than 2^31 apart, which TCP's
+/// window rules guarantee.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TcpSeqNumber(pub u32);
+
+impl TcpSeqNumber {
+    /// `self - other` as a signed distance.
+    pub fn distance(self, other: TcpSeqNumber) -> i32 {
+        self.0.wrapping_sub(other.0) as i32
+    }
+}
+
+impl core::ops::Add<u32> for TcpSeqNumber {
+    type Output = TcpSeqNumber;
+    fn add(self, rhs: u32) -> TcpSeqNumber {
+        TcpSeqNumber(self.0.wrapping_add(rhs))
+    }
+}
+
+impl PartialOrd for TcpSeqNumber {
+    fn partial_cmp(&self, other: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.distance(*other).cmp(&0))
+    }
+}
+
+impl core::fmt::Display for TcpSeqNumber {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The control flag a segment carries (at most one of SYN, FIN, RST; PSH is ignored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpControl {
+    /// No control flag.
+    None,
+    /// SYN: opens a connection.
+    Syn,
+    /// FIN: the sender has no more data.
+    Fin,
+    /// RST: aborts a connection.
+    Rst,
+}
+
+mod field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const SEQ_NUM: Range<usize> = 4..8;
+    pub const ACK_NUM: Range<usize> = 8..12;
+    pub const FLAGS: Range<usize> = 12..14;
+    pub const WIN_SIZE: Range<usize> = 14..16;
+    pub const CHECKSUM: Range<usize> = 16..18;
+    pub const URGENT: Range<usize> = 18..20;
+
+    pub const FLG_FIN: u16 = 0x001;
+    pub const FLG_SYN: u16 = 0x002;
+    pub const FLG_RST: u16 = 0x004;
+    pub const FLG_PSH: u16 = 0x008;
+    pub const FLG_ACK: u16 = 0x010;
+
+    pub const OPT_END: u8 = 0;
+    pub const OPT_NOP: u8 = 1;
+    pub const OPT_MSS: u8 = 2;
+    pub const OPT_WS: u8 = 3;
+    pub const OPT_SACKPERM: u8 = 4;
+    pub const OPT_SACKRNG: u8 = 5;
+}
+
+/// Length of a TCP header without options.
+pub const HEADER_LEN: usize = 20;
+/// Largest TCP header: 60 bytes.
+pub const MAX_HEADER_LEN: usize = 60;
+/// Most SACK blocks one segment carries (without the timestamp option, RFC 2018 §3).
+pub const MAX_SACK_BLOCKS: usize = 4;
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// A read/write view of a TCP header and whatever part of its payload is present.
+#[derive(Debug, Clone)]
+pub struct TcpPacket<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> TcpPacket<T> {
+    /// Wraps a buffer without checking it.
+    pub const fn new_unchecked(buffer: T) -> Self {
+        TcpPacket { buffer }
+    }
+    /// Wraps a buffer after [`check_len`](Self::check_len). Use this on untrusted input.
+    pub fn new_checked(buffer: T) -> Result<Self> {
+        let p = Self::new_unchecked(buffer);
+        p.check_len()?;
+        Ok(p)
+    }
+    /// Checks that the fixed header and the options are present.
+    pub fn check_len(&self) -> Result<()> {
+        let len = self.buffer.as_ref().len();
+        if len < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        let hl = self.header_len();
+        if hl < HEADER_LEN {
+            return Err(Error::Malformed);
+        }
+        if len < hl {
+            return Err(Error::Truncated);
+        }
+        Ok(())
+    }
+    /// Source port.
+    pub fn src_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::SRC_PORT.start)
+    }
+    /// Destination port.
+    pub fn dst_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::DST_PORT.start)
+    }
+    /// Sequence number.
+    pub fn seq_number(&self) -> TcpSeqNumber {
+        TcpSeqNumber(be32(self.buffer.as_ref(), field::SEQ_NUM.start))
+    }
+    /// Acknowledgement number (meaningful when [`ack`](Self::ack) is set).
+    pub fn ack_number(&self) -> TcpSeqNumber {
+        TcpSeqNumber(be32(self.buffer.as_ref(), field::ACK_NUM.start))
+    }
+    fn flags(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::FLAGS.start) & 0x0fff
+    }
+    /// Header length in bytes, from the data offset.
+    pub fn header_len(&self) -> usize {
+        usize::from(self.buffer.as_ref()[field::FLAGS.start] >> 4) * 4
+    }
+    /// The ACK flag.
+    pub fn ack(&self) -> bool {
+        self.flags() & field::FLG_ACK != 0
+    }
+    /// The SYN flag.
+    pub fn syn(&self) -> bool {
+        self.flags() & field::FLG_SYN != 0
+    }
+    /// The FIN flag.
+    pub fn fin(&self) -> bool {
+        self.flags() & field::FLG_FIN != 0
+    }
+    /// The RST flag.
+    pub fn rst(&self) -> bool {
+        self.flags() & field::FLG_RST != 0
+    }
+    /// The PSH flag.
+    pub fn psh(&self) -> bool {
+        self.flags() & field::FLG_PSH != 0
+    }
+    /// The window field, unscaled.
+    pub fn window_len(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::WIN_SIZE.start)
+    }
+    /// The checksum field.
+    pub fn checksum(&self) -> u16 {
+        be16(self.buffer.as_ref(), field::CHECKSUM.start)
+    }
+    /// The option bytes.
+    pub fn options(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
+    }
+    /// The payload present in the buffer.
+    pub fn payload(&self) -> &[u8] {
+        &self.buffer.as_ref()[self.header_len()..]
+    }
+    /// Verifies the checksum of a segment of `segment_len` bytes (header and payload),
+    /// taking an elided payload to be zeros.
+    pub fn verify_checksum(&self, src: Ipv4Address, dst: Ipv4Address, segment_len: usize) -> bool {
+        let acc = checksum::pseudo_header(src.0, dst.0, 6, segment_len as u32);
+        let b = self.buffer.as_ref();
+        let present = b.len().min(segment_len);
+        checksum::finish(checksum::accumulate(acc, &b[..present])) == 0
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
+    /// Recomputes the checksum for a segment of `segment_len` bytes (see
+    /// [`verify_checksum`](Self::verify_checksum)).
+    pub fn fill_checksum(&mut self, src: Ipv4Address, dst: Ipv4Address, segment_len: usize) {
+        let b = self.buffer.as_mut();
+        b[field::CHECKSUM].copy_from_slice(&[0, 0]);
+        let acc = checksum::pseudo_header(src.0, dst.0, 6, segment_len as u32);
+        let present = b.len().min(segment_len);
+        let c = checksum::finish(checksum::accumulate(acc, &b[..present]));
+        b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// A validated TCP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpRepr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// SYN, FIN, RST or none.
+    pub control: TcpControl,
+    /// Sequence number of the first byte (or of the SYN/FIN).
+    pub seq_number: TcpSeqNumber,
+    /// Cumulative acknowledgement, when the ACK flag is set.
+    pub ack_number: Option<TcpSeqNumber>,
+    /// Window field, unscaled.
+    pub window_len: u16,
+    /// MSS option (SYN only).
+    pub max_seg_size: Option<u16>,
+    /// Window scale option (SYN only), the shift count.
+    pub window_scale: Option<u8>,
+    /// SACK-permitted option (SYN only).
+    pub sack_permitted: bool,
+    /// SACK blocks `[left, right)`, most recent first (RFC 2018 §4).
+    pub sack_ranges: [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS],
+    /// PSH flag.
+    pub push: bool,
+    /// Payload length in bytes (whether or not the payload is present).
+    pub payload_len: usize,
+}
+
+impl TcpRepr {
+    /// Parses a header; `segment_len` is the length of the whole segment, header and
+    /// payload, as the IP layer gives it.
+    pub fn parse<T: AsRef<[u8]>>(
+        packet: &TcpPacket<T>,
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        segment_len: usize,
+        checksum: Checksum,
+    ) -> Result<Self> {
+        packet.check_len()?;
+        let hl = packet.header_len();
+        if segment_len < hl {
+            return Err(Error::Malformed);
+        }
+        if checksum == Checksum::Both && !packet.verify_checksum(src, dst, segment_len) {
+            return Err(Error::Checksum);
+        }
+        let control = match (packet.syn(), packet.fin(), packet.rst()) {
+            (false, false, false) => TcpControl::None,
+            (true, false, false) => TcpControl::Syn,
+            (false, true, false) => TcpControl::Fin,
+            (false, false, true) => TcpControl::Rst,
+            _ => return Err(Error::Malformed),
+        };
+        let mut repr = TcpRepr {
+            src_port: packet.src_port(),
+            dst_port: packet.dst_port(),
+            control,
+            seq_number: packet.seq_number(),
+            ack_number: packet.ack().then(|| packet.ack_number()),
+            window_len: packet.window_len(),
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; MAX_SACK_BLOCKS],
+            push: packet.psh(),
+            payload_len: segment_len - hl,
+        };
+        let mut opts = packet.options();
+        while let Some(&kind) = opts.first() {
+            match kind {
+                field::OPT_END => break,
+                field::OPT_NOP => {
+                    opts = &opts[1..];
+                    continue;
+                }
+                _ => {}
+            }
+            let len = usize::from(*opts.get(1).ok_or(Error::Malformed)?);
+            if len < 2 || len > opts.len() {
+                return Err(Error::Malformed);
+            }
+            let body = &opts[2..len];
+            match (kind, body.len()) {
+                (field::OPT_MSS, 2) => repr.max_seg_size = Some(be16(body, 0)),
+                (field::OPT_WS, 1) => repr.window_scale = Some(body[0].min(14)),
+                (field::OPT_SACKPERM, 0) => repr.sack_permitted = true,
+                (field::OPT_SACKRNG, n) if n % 8 == 0 && n / 8 <= MAX_SACK_BLOCKS => {
+                    for (i, blk) in body.chunks_exact(8).enumerate() {
+                        repr.sack_ranges[i] =
+                            Some((TcpSeqNumber(be32(blk, 0)), TcpSeqNumber(be32(blk, 4))));
+                    }
+                }
+                (field::OPT_MSS | field::OPT_WS | field::OPT_SACKPERM | field::OPT_SACKRNG, _) => {
+                    return Err(Error::Malformed)
+                }
+                _ => {} // unknown option: skipped by its length
+            }
+            opts = &opts[len..];
+        }
+        Ok(repr)
+    }
+
+    fn options_len(&self) -> usize {
+        let mut n = 0;
+        if self.max_seg_size.is_some() {
+            n += 4;
+        }
+        if self.window_scale.is_some() {
+            n += 4; // NOP + 3
+        }
+        if self.sack_permitted {
+            n += 4; // NOP NOP + 2
+        }
+        let blocks = self.sack_ranges.iter().flatten().count();
+        if blocks > 0 {
+            n += 4 + 8 * blocks; // NOP NOP + 2 + 8n
+        }
+        n
+    }
+
+    /// The header length `emit` writes (a multiple of 4, at most 60).
+    pub fn header_len(&self) -> usize {
+        HEADER_LEN + self.options_len()
+    }
+
+    /// Length of the whole segment: header and payload.
+    pub fn segment_len(&self) -> usize {
+        self.header_len() + self.payload_len
+    }
+
+    /// Sequence space the segment occupies: payload plus one for SYN or FIN.
+    pub fn sequence_len(&self) -> usize {
+        self.payload_len + usize::from(matches!(self.control, TcpControl::Syn | TcpControl::Fin))
+    }
+
+    /// Writes the header into the front of `buf`; the payload, if the caller has one,
+    /// follows it. With [`Checksum::Both`] the checksum covers the payload present in
+    /// `buf` and zeros for the rest.
+    ///
+    /// # Panics
+    /// If `buf` is shorter than [`header_len`](Self::header_len) (a caller bug).
+    pub fn emit(&self, buf: &mut [u8], src: Ipv4Address, dst: Ipv4Address, checksum: Checksum) {
+        let hl = self.header_len();
+        let b = &mut buf[..hl];
+        b[field::SRC_PORT].copy_from_slice(&self.src_port.to_be_bytes());
+        b[field::DST_PORT].copy_from_slice(&self.dst_port.to_be_bytes());
+        b[field::SEQ_NUM].copy_from_slice(&self.seq_number.0.to_be_bytes());
+        b[field::ACK_NUM].copy_from_slice(&self.ack_number.unwrap_or_default().0.to_be_bytes());
+        let mut flags = match self.control {
+            TcpControl::None => 0,
+            TcpControl::Syn => field::FLG_SYN,
+            TcpControl::Fin => field::FLG_FIN,
+            TcpControl::Rst => field::FLG_RST,
+        };
+        if self.ack_number.is_some() {
+            flags |= field::FLG_ACK;
+        }
+        if self.push {
+            flags |= field::FLG_PSH;
+        }
+        flags |= ((hl / 4) as u16) << 12;
+        b[field::FLAGS].copy_from_slice(&flags.to_be_bytes());
+        b[field::WIN_SIZE].copy_from_slice(&self.window_len.to_be_bytes());
+        b[field::CHECKSUM].copy_from_slice(&[0, 0]);
+        b[field::URGENT].copy_from_slice(&[0, 0]);
+        let mut at = HEADER_LEN;
+        if let Some(mss) = self.max_seg_size {
+            b[at..at + 2].copy_from_slice(&[field::OPT_MSS, 4]);
+            b[at + 2..at + 4].copy_from_slice(&mss.to_be_bytes());
+            at += 4;
+        }
+        if let Some(ws) = self.window_scale {
+            b[at..at + 4].copy_from_slice(&[field::OPT_NOP, field::OPT_WS, 3, ws]);
+            at += 4;
+        }
+        if self.sack_permitted {
+            b[at..at + 4].copy_from_slice(&[field::OPT_NOP, field::OPT_NOP, field::OPT_SACKPERM, 2]);
+            at += 4;
+        }
+        let blocks = self.sack_ranges.iter().flatten().count();
+        if blocks > 0 {
+            let len = (2 + 8 * blocks) as u8;
+            b[at..at + 4].copy_from_slice(&[field::OPT_NOP, field::OPT_NOP, field::OPT_SACKRNG, len]);
+            at += 4;
+            for (l, r) in self.sack_ranges.iter().flatten() {
+                b[at..at + 4].copy_from_slice(&l.0.to_be_bytes());
+                b[at + 4..at + 8].copy_from_slice(&r.0.to_be_bytes());
+                at += 8;
+            }
+        }
+        debug_assert_eq!(at, hl);
+        if checksum == Checksum::Both {
+            TcpPacket::new_unchecked(&mut *buf).fill_checksum(src, dst, self.segment_len());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SRC: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+    const DST: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+    fn seq() -> impl Strategy<Value = TcpSeqNumber> {
+        any::<u32>().prop_map(TcpSeqNumber)
+    }
+
+    prop_compose! {
+        fn repr()(src_port in any::<u16>(), dst_port in any::<u16>(),
+                  control in prop_oneof![Just(TcpControl::None), Just(TcpControl::Syn),
+                                         Just(TcpControl::Fin), Just(TcpControl::Rst)],
+                  seq_number in seq(), ack_number in proptest::option::of(seq()),
+                  window_len in any::<u16>(), max_seg_size in proptest::option::of(any::<u16>()),
+                  window_scale in proptest::option::of(0u8..=14), sack_permitted in any::<bool>(),
+                  blocks in proptest::collection::vec((seq(), seq()), 0..=2),
+                  push in any::<bool>(), payload_len in 0usize..9000) -> TcpRepr {
+            // Options must fit in 40 bytes: 12 for the SYN options leaves room for 2 blocks.
+            let mut sack_ranges = [None; MAX_SACK_BLOCKS];
+            for (i, b) in blocks.into_iter().enumerate() { sack_ranges[i] = Some(b); }
+            TcpRepr { src_port, dst_port, control, seq_number, ack_number, window_len,
+                      max_seg_size, window_scale, sack_permitted, sack_ranges, push, payload_len }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn roundtrip(r in repr()) {
+            let mut buf = [0u8; MAX_HEADER_LEN];
+            r.emit(&mut buf, SRC, DST, Checksum::Both);
+            let hl = r.header_len();
+            let p = TcpPacket::new_checked(&buf[..hl]).unwrap();
+            let parsed = TcpRepr::parse(&p, SRC, DST, r.segment_len(), Checksum::Both).unwrap();
+            prop_assert_eq!(parsed, r);
+        }
+
+        #[test]
+        fn never_panics_on_garbage(bytes in proptest::collection::vec(any::<u8>(), 0..80),
+                                   extra in 0usize..100) {
+            if let Ok(p) = TcpPacket::new_checked(&bytes[..]) {
+                let _ = TcpRepr::parse(&p, SRC, DST, bytes.len() + extra, Checksum::Both);
+                let _ = TcpRepr::parse(&p, SRC, DST, bytes.len() + extra, Checksum::None);
+            }
+        }
+    }
+
+    #[test]
+    fn four_sack_blocks_fill_the_option_space() {
+        let mut r = TcpRepr {
+            src_port: 1,
+            dst_port: 2,
+            control: TcpControl::None,
+            seq_number: TcpSeqNumber(5),
+            ack_number: Some(TcpSeqNumber(7)),
+            window_len: 100,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; MAX_SACK_BLOCKS],
+            push: false,
+            payload_len: 0,
+        };
+        for i in 0..4u32 {
+            r.sack_ranges[i as usize] = Some((TcpSeqNumber(i * 100), TcpSeqNumber(i * 100 + 50)));
+        }
+        assert_eq!(r.header_len(), 56);
+        let mut buf = [0u8; MAX_HEADER_LEN];
+        r.emit(&mut buf, SRC, DST, Checksum::Both);
+        let p = TcpPacket::new_checked(&buf[..56]).unwrap();
+        assert_eq!(TcpRepr::parse(&p, SRC, DST, 56, Checksum::Both).unwrap(), r);
+    }
+
+    #[test]
+    fn serial_comparison_wraps() {
+        let a = TcpSeqNumber(u32::MAX - 10);
+        let b = a + 20;
+        assert!(b > a);
+        assert_eq!(b.distance(a), 20);
+        assert_eq!(a.distance(b), -20);
+    }
+
+    #[test]
+    fn corrupted_checksum_is_rejected() {
+        let r = TcpRepr {
+            src_port: 80,
+            dst_port: 9000,
+            control: TcpControl::Syn,
+            seq_number: TcpSeqNumber(1),
+            ack_number: None,
+            window_len: 65535,
+            max_seg_size: Some(1448),
+            window_scale: Some(7),
+            sack_permitted: true,
+            sack_ranges: [None; MAX_SACK_BLOCKS],
+            push: false,
+            payload_len: 0,
+        };
+        let mut buf = [0u8; MAX_HEADER_LEN];
+        r.emit(&mut buf, SRC, DST, Checksum::Both);
+        buf[5] ^= 0x40;
+        let p = TcpPacket::new_checked(&buf[..r.header_len()]).unwrap();
+        assert_eq!(TcpRepr::parse(&p, SRC, DST, 32, Checksum::Both), Err(Error::Checksum));
+    }
+}

@@ -1,1 +1,26 @@
+//! longhaul-proto: sans-IO transport engines.
+//!
+//! Every engine here is a state machine driven by its caller (the simulator today, the
+//! socket driver of `longhaul-net` for UDT later): it is handed datagrams and the
+//! current time, and it is polled for datagrams to send, for its next deadline and for
+//! events. The call order after any `handle_*` or application command is: drain
+//! `poll_transmit`, then `poll_event`, then re-arm a timer from `poll_timeout`.
+//!
+//! Engines never read a clock, the OS or a global RNG: time is [`time::Instant`],
+//! passed in; randomness comes from a seed given at construction. The same inputs give
+//! the same bytes out. Bad peer input is counted, never returned as an error.
+//!
+//! What is here: time and rate types, an RFC 6298 RTT estimator, the congestion
+//! control trait with NewReno (RFC 5681/6582) and CUBIC (RFC 9438), and a TCP engine
+//! with SACK (RFC 2018/6675) meant for simulation: it tracks byte counts, not payload
+//! content. What is not: I/O, UDT and SCTP (they come with their own issues).
 
+#![warn(missing_docs)]
+
+pub mod cc;
+pub mod rtt;
+pub mod seq;
+
+pub mod time;
+
+pub use time::{Bandwidth, Duration, Instant};

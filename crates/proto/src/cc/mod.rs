@@ -1,0 +1,123 @@
+//! Congestion control: one trait, one file and one config struct per algorithm.
+//!
+//! Controllers count in bytes and see the connection only through the event methods
+//! below; loss detection, recovery and the retransmission timer belong to the engine.
+//! Every event method defaults to a no-op, so an algorithm implements only what it
+//! reacts to. [`AnyController`] dispatches statically (an enum, not a trait object),
+//! which keeps the per-ACK path free of indirect calls.
+
+mod cubic;
+mod new_reno;
+
+pub use cubic::{Cubic, CubicConfig};
+pub use new_reno::NewReno;
+
+use crate::time::{Duration, Instant};
+
+/// What an acknowledgement told the sender, for [`CongestionControl::on_ack`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct AckSample {
+    /// Bytes newly acknowledged (cumulatively or by SACK).
+    pub bytes_acked: u64,
+    /// Bytes in flight before this ACK was processed.
+    pub prior_in_flight: u64,
+    /// The smoothed RTT, if known.
+    pub srtt: Option<Duration>,
+    /// The smallest RTT sample so far, if known.
+    pub min_rtt: Option<Duration>,
+}
+
+impl AckSample {
+    /// A sample with the given fields.
+    pub fn new(bytes_acked: u64, prior_in_flight: u64, srtt: Option<Duration>) -> Self {
+        AckSample { bytes_acked, prior_in_flight, srtt, min_rtt: srtt }
+    }
+}
+
+/// The congestion control interface every algorithm implements.
+pub trait CongestionControl: core::fmt::Debug + Send {
+    /// Data was acknowledged outside loss recovery.
+    fn on_ack(&mut self, _now: Instant, _ack: &AckSample) {}
+    /// Loss was detected (fast retransmit): the start of a recovery episode.
+    /// `in_flight` is FlightSize in RFC 5681's sense.
+    fn on_congestion_event(&mut self, _now: Instant, _in_flight: u64) {}
+    /// The recovery episode ended (the cumulative ACK passed the recovery point).
+    fn on_recovery_end(&mut self, _now: Instant) {}
+    /// The retransmission timer expired.
+    fn on_rto(&mut self, _now: Instant, _in_flight: u64) {}
+    /// The congestion window in bytes.
+    fn window(&self) -> u64;
+    /// The slow-start threshold in bytes.
+    fn ssthresh(&self) -> u64;
+    /// Whether the controller is in slow start.
+    fn in_slow_start(&self) -> bool {
+        self.window() < self.ssthresh()
+    }
+    /// Time between packets if the controller paces; `None` for window-only control.
+    fn pacing_period(&self) -> Option<Duration> {
+        None
+    }
+}
+
+/// Which algorithm a connection uses, and its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CcAlgorithm {
+    /// RFC 5681 / RFC 6582.
+    NewReno,
+    /// RFC 9438.
+    Cubic(CubicConfig),
+}
+
+/// One of the built-in controllers, dispatched by `match`.
+#[derive(Debug, Clone)]
+pub enum AnyController {
+    /// NewReno.
+    NewReno(NewReno),
+    /// CUBIC.
+    Cubic(Cubic),
+}
+
+impl AnyController {
+    /// Builds the controller `algo` for a sender with maximum segment size `smss` and
+    /// initial window `initial_window` bytes.
+    pub fn new(algo: CcAlgorithm, smss: u64, initial_window: u64) -> Self {
+        match algo {
+            CcAlgorithm::NewReno => AnyController::NewReno(NewReno::new(smss, initial_window)),
+            CcAlgorithm::Cubic(c) => AnyController::Cubic(Cubic::new(c, smss, initial_window)),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            AnyController::NewReno($c) => $e,
+            AnyController::Cubic($c) => $e,
+        }
+    };
+}
+
+impl CongestionControl for AnyController {
+    fn on_ack(&mut self, now: Instant, ack: &AckSample) {
+        dispatch!(self, c => c.on_ack(now, ack))
+    }
+    fn on_congestion_event(&mut self, now: Instant, in_flight: u64) {
+        dispatch!(self, c => c.on_congestion_event(now, in_flight))
+    }
+    fn on_recovery_end(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_recovery_end(now))
+    }
+    fn on_rto(&mut self, now: Instant, in_flight: u64) {
+        dispatch!(self, c => c.on_rto(now, in_flight))
+    }
+    fn window(&self) -> u64 {
+        dispatch!(self, c => c.window())
+    }
+    fn ssthresh(&self) -> u64 {
+        dispatch!(self, c => c.ssthresh())
+    }
+    fn pacing_period(&self) -> Option<Duration> {
+        dispatch!(self, c => c.pacing_period())
+    }
+}

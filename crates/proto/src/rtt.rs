@@ -1,0 +1,158 @@
+//! Round-trip time estimation and the retransmission timeout (RFC 6298).
+
+use crate::time::Duration;
+
+/// The RTO bounds and starting value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RtoConfig {
+    /// Lower bound on the RTO: 1 s per RFC 6298 (2.4), 200 ms in Linux.
+    pub min_rto: Duration,
+    /// Upper bound on the RTO after backoff.
+    pub max_rto: Duration,
+    /// RTO before the first sample.
+    pub initial_rto: Duration,
+    /// Clock granularity G.
+    pub granularity: Duration,
+}
+
+impl RtoConfig {
+    /// RFC 6298 as written: minimum 1 s, initial 1 s, maximum 60 s.
+    pub const RFC6298: RtoConfig = RtoConfig {
+        min_rto: Duration::from_secs(1),
+        max_rto: Duration::from_secs(60),
+        initial_rto: Duration::from_secs(1),
+        granularity: Duration::from_millis(1),
+    };
+    /// Linux: `TCP_RTO_MIN` = 200 ms, `TCP_RTO_MAX` = 120 s, initial 1 s.
+    pub const LINUX: RtoConfig = RtoConfig {
+        min_rto: Duration::from_millis(200),
+        max_rto: Duration::from_secs(120),
+        initial_rto: Duration::from_secs(1),
+        granularity: Duration::from_millis(1),
+    };
+}
+
+impl Default for RtoConfig {
+    fn default() -> Self {
+        RtoConfig::RFC6298
+    }
+}
+
+/// SRTT, RTTVAR and the RTO with exponential backoff.
+#[derive(Debug, Clone)]
+pub struct RttEstimator {
+    config: RtoConfig,
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    latest: Duration,
+    min_rtt: Duration,
+    backoff_shift: u32,
+}
+
+impl RttEstimator {
+    /// An estimator with no samples yet.
+    pub fn new(config: RtoConfig) -> Self {
+        RttEstimator {
+            config,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            latest: Duration::ZERO,
+            min_rtt: Duration::MAX,
+            backoff_shift: 0,
+        }
+    }
+
+    /// Takes a sample `r` (Karn's rule is the caller's: never sample a retransmitted
+    /// segment).
+    pub fn on_sample(&mut self, r: Duration) {
+        self.latest = r;
+        self.min_rtt = self.min_rtt.min(r);
+        match self.srtt {
+            //= https://www.rfc-editor.org/rfc/rfc6298#section-2
+            //# (2.2) When the first RTT measurement R is made, the host MUST set
+            //# SRTT <- R, RTTVAR <- R/2
+            None => {
+                self.srtt = Some(r);
+                self.rttvar = r / 2;
+            }
+            //# (2.3) When a subsequent RTT measurement R' is made, a host MUST set
+            //# RTTVAR <- (1 - beta) * RTTVAR + beta * |SRTT - R'|
+            //# SRTT <- (1 - alpha) * SRTT + alpha * R'
+            Some(srtt) => {
+                let err = if srtt > r { srtt - r } else { r - srtt };
+                self.rttvar = self.rttvar * 3 / 4 + err / 4;
+                self.srtt = Some(srtt * 7 / 8 + r / 8);
+            }
+        }
+        // A new sample after a retransmission timeout ends the backoff (RFC 6298 5.7
+        // leaves this to the implementation; Linux does the same).
+        self.backoff_shift = 0;
+    }
+
+    /// The smoothed RTT, if any sample has been taken.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+    /// The most recent sample.
+    pub fn latest(&self) -> Duration {
+        self.latest
+    }
+    /// The smallest sample seen (`Duration::MAX` before the first).
+    pub fn min_rtt(&self) -> Duration {
+        self.min_rtt
+    }
+    /// RTTVAR.
+    pub fn rttvar(&self) -> Duration {
+        self.rttvar
+    }
+
+    /// The current RTO, with backoff applied and the bounds enforced.
+    pub fn rto(&self) -> Duration {
+        let base = match self.srtt {
+            //# (2.3) RTO <- SRTT + max (G, K*RTTVAR), where K = 4.
+            Some(srtt) => srtt + self.config.granularity.max(self.rttvar * 4),
+            None => self.config.initial_rto,
+        };
+        //# (2.4) Whenever RTO is computed, if it is less than 1 second, then the
+        //# RTO SHOULD be rounded up to 1 second.
+        // (The minimum is configurable: `RtoConfig::LINUX` uses 200 ms.)
+        let rto = base.max(self.config.min_rto);
+        rto.saturating_mul(1 << self.backoff_shift.min(16)).min(self.config.max_rto)
+    }
+
+    /// Doubles the RTO after a timeout.
+    //# (5.5) The host MUST set RTO <- RTO * 2 ("back off the timer").
+    pub fn on_timeout(&mut self) {
+        self.backoff_shift = (self.backoff_shift + 1).min(16);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc6298_first_and_subsequent_samples() {
+        let mut e = RttEstimator::new(RtoConfig { min_rto: Duration::ZERO, ..RtoConfig::RFC6298 });
+        assert_eq!(e.rto(), Duration::from_secs(1));
+        e.on_sample(Duration::from_millis(100));
+        assert_eq!(e.srtt(), Some(Duration::from_millis(100)));
+        assert_eq!(e.rto(), Duration::from_millis(300)); // 100 + 4 * 50
+        e.on_sample(Duration::from_millis(200));
+        // rttvar = 3/4*50 + 1/4*100 = 62.5; srtt = 87.5 + 25 = 112.5
+        assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
+        assert_eq!(e.rto(), Duration::from_micros(112_500 + 250_000));
+    }
+
+    #[test]
+    fn minimum_and_backoff() {
+        let mut e = RttEstimator::new(RtoConfig::LINUX);
+        e.on_sample(Duration::from_millis(10));
+        assert_eq!(e.rto(), Duration::from_millis(200));
+        e.on_timeout();
+        e.on_timeout();
+        assert_eq!(e.rto(), Duration::from_millis(800));
+        e.on_sample(Duration::from_millis(10));
+        assert_eq!(e.rto(), Duration::from_millis(200));
+    }
+}

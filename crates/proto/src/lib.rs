@@ -20,6 +20,7 @@
 pub mod cc;
 pub mod rtt;
 pub mod seq;
+pub mod tcp;
 
 pub mod time;
 

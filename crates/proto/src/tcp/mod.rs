@@ -1,0 +1,898 @@
+//! A sans-IO TCP engine for simulation: RFC 9293 state machine (without urgent data
+//! and simultaneous open), NewReno loss recovery (RFC 6582) and, with SACK (RFC
+//! 2018), RFC 6675's pipe-based recovery; RFC 6298 retransmission timer; delayed
+//! ACKs (RFC 1122/5681); window scaling (RFC 7323); initial windows of RFC 3390 or
+//! RFC 6928; send and receive buffer limits.
+//!
+//! It tracks byte *counts*, not content: the application writes a number of bytes
+//! (or an endless backlog) and the peer learns how many arrived in order. Datagrams
+//! are IPv4 packets whose payload may be elided (see `longhaul-wire`). Real
+//! transfers use the kernel's TCP, so this engine never touches a socket.
+//!
+//! Call order, as for every engine: after [`TcpConnection::handle_datagram`],
+//! [`TcpConnection::handle_timeout`] or an application command, drain
+//! [`TcpConnection::poll_transmit`], then [`TcpConnection::poll_event`], then re-arm
+//! a timer from [`TcpConnection::poll_timeout`].
+
+mod assembler;
+mod scoreboard;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+
+use longhaul_wire::tcp::{MAX_HEADER_LEN, MAX_SACK_BLOCKS};
+use longhaul_wire::{
+    ipv4, Checksum, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket,
+    TcpRepr, TcpSeqNumber,
+};
+
+use crate::cc::{AckSample, AnyController, CcAlgorithm, CongestionControl};
+use crate::rtt::{RtoConfig, RttEstimator};
+use crate::seq::unwrap_tcp;
+use crate::time::{Duration, Instant};
+use assembler::Assembler;
+use scoreboard::Scoreboard;
+
+/// Largest header [`TcpConnection::poll_transmit`] writes: IPv4 and TCP with options.
+pub const MAX_TRANSMIT_HEADER: usize = ipv4::HEADER_LEN + MAX_HEADER_LEN;
+
+/// The initial congestion window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialWindow {
+    /// RFC 3390: `min(4*SMSS, max(2*SMSS, 4380))`.
+    Rfc3390,
+    /// RFC 6928: `min(10*MSS, max(2*MSS, 14600))`.
+    Iw10,
+    /// A fixed number of segments.
+    Segments(u32),
+}
+
+impl InitialWindow {
+    /// The window in bytes for a sender with maximum segment size `smss`.
+    pub fn bytes(self, smss: u64) -> u64 {
+        match self {
+            InitialWindow::Rfc3390 => (4 * smss).min((2 * smss).max(4380)),
+            InitialWindow::Iw10 => (10 * smss).min((2 * smss).max(14600)),
+            InitialWindow::Segments(n) => u64::from(n) * smss,
+        }
+    }
+}
+
+/// When the receiver acknowledges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckPolicy {
+    /// Acknowledge at once after this many in-order full segments (1: every segment,
+    /// 2: RFC 1122's delayed ACK).
+    pub every: u32,
+    /// Otherwise acknowledge this long after the first unacknowledged segment.
+    pub delay: Duration,
+}
+
+impl AckPolicy {
+    /// One ACK per segment.
+    pub const EVERY_SEGMENT: AckPolicy = AckPolicy { every: 1, delay: Duration::ZERO };
+    /// RFC 1122 / RFC 5681: every second segment, within 200 ms (RFC 1122 allows 500).
+    pub const DELAYED: AckPolicy = AckPolicy { every: 2, delay: Duration::from_millis(200) };
+}
+
+/// A connection's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TcpConfig {
+    /// Largest payload per segment (SMSS), bytes; 1448 on a 1500-byte MTU with
+    /// timestamps, 1460 without.
+    pub mss: u16,
+    /// Initial congestion window.
+    pub initial_window: InitialWindow,
+    /// Congestion control.
+    pub cc: CcAlgorithm,
+    /// RTO bounds.
+    pub rto: RtoConfig,
+    /// Whether to offer and use SACK.
+    pub sack: bool,
+    /// Receiver acknowledgement policy.
+    pub ack: AckPolicy,
+    /// Duplicate ACKs (or SACKed segments above a hole) that signal loss.
+    pub dup_thresh: u32,
+    /// Receive buffer, bytes: the largest window this side advertises.
+    pub recv_buffer_bytes: u64,
+    /// Send buffer, bytes: the most unacknowledged data this side keeps.
+    pub send_buffer_bytes: u64,
+    /// Whether to offer window scaling (RFC 7323); without it the window is 64 KiB.
+    pub window_scaling: bool,
+    /// DSCP of outgoing packets.
+    pub dscp: u8,
+    /// Checksums on emit and parse (the simulator turns them off on its hot path).
+    pub checksum: Checksum,
+}
+
+impl Default for TcpConfig {
+    /// Buffers of 64 MiB, so the window never limits a 1 Gb/s x 200 ms path (25 MB);
+    /// SACK on; ACK every segment; RFC 6298 RTO (1 s minimum); RFC 3390 window.
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1448,
+            initial_window: InitialWindow::Rfc3390,
+            cc: CcAlgorithm::NewReno,
+            rto: RtoConfig::RFC6298,
+            sack: true,
+            ack: AckPolicy::EVERY_SEGMENT,
+            dup_thresh: 3,
+            recv_buffer_bytes: 64 << 20,
+            send_buffer_bytes: 64 << 20,
+            window_scaling: true,
+            dscp: 0,
+            checksum: Checksum::Both,
+        }
+    }
+}
+
+/// Connection states, with RFC 9293's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// CLOSED.
+    Closed,
+    /// LISTEN.
+    Listen,
+    /// SYN-SENT.
+    SynSent,
+    /// SYN-RECEIVED.
+    SynReceived,
+    /// ESTABLISHED (also covers the half-closed states; FIN progress is tracked apart).
+    Established,
+}
+
+impl core::fmt::Display for State {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            State::Closed => "CLOSED",
+            State::Listen => "LISTEN",
+            State::SynSent => "SYN-SENT",
+            State::SynReceived => "SYN-RECEIVED",
+            State::Established => "ESTABLISHED",
+        })
+    }
+}
+
+/// What the engine tells its application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// The peer's FIN arrived and every byte before it was received in order.
+    PeerFinished {
+        /// Bytes received in order.
+        bytes: u64,
+    },
+    /// Everything this side wrote, and its FIN, was acknowledged.
+    SendComplete,
+    /// The peer reset the connection.
+    Reset,
+}
+
+/// What [`TcpConnection::poll_transmit`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Header bytes written to the buffer (IPv4 and TCP).
+    pub header_len: usize,
+    /// Payload bytes that follow the header on the wire (elided from the buffer).
+    pub payload_len: usize,
+}
+
+/// Per-connection counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpStats {
+    /// Segments sent, all kinds.
+    pub segments_sent: u64,
+    /// Segments carrying new data.
+    pub data_segments_sent: u64,
+    /// Segments retransmitted.
+    pub retransmits: u64,
+    /// Recovery episodes entered by fast retransmit.
+    pub fast_recoveries: u64,
+    /// Retransmission timeouts (handshake included).
+    pub timeouts: u64,
+    /// Duplicate ACKs received.
+    pub dup_acks: u64,
+    /// Pure ACKs sent.
+    pub acks_sent: u64,
+    /// Datagrams dropped as malformed or not for this connection.
+    pub bad_datagrams: u64,
+    /// Data segments received out of order.
+    pub out_of_order: u64,
+    /// Data segments received that were wholly duplicates.
+    pub duplicates: u64,
+}
+
+/// Errors of [`TcpConnection::connect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The connection is not closed.
+    InvalidState,
+}
+
+/// Errors of [`TcpConnection::send`] and [`TcpConnection::close`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// The application already closed its side.
+    Closed,
+}
+
+/// One TCP connection.
+#[derive(Debug, Clone)]
+pub struct TcpConnection {
+    cfg: TcpConfig,
+    local: (Ipv4Address, u16),
+    remote: (Ipv4Address, u16),
+    state: State,
+
+    iss: TcpSeqNumber,
+    irs: TcpSeqNumber,
+    syn_pending: bool,
+    syn_sent_at: Option<Instant>,
+    syn_retransmitted: bool,
+    sack_ok: bool,
+    ws_ok: bool,
+    snd_wscale: u8,
+    rcv_wscale: u8,
+    smss: u64,
+
+    // Sender. Offsets count stream bytes from 0; byte o has sequence iss + 1 + o.
+    board: Scoreboard,
+    written: u64,
+    closed: bool,
+    fin_sent: bool,
+    fin_acked: bool,
+    peer_window: u64,
+    recovery: Option<u64>,
+    recover: u64,
+    fast_rtx_pending: bool,
+    dup_acks: u32,
+    reno_sacked: u64,
+    rto_at: Option<Instant>,
+    rtt: RttEstimator,
+    cc: AnyController,
+
+    // Receiver. Byte o has sequence irs + 1 + o.
+    rcv_nxt: u64,
+    asm: Assembler,
+    fin_at: Option<u64>,
+    fin_received: bool,
+    unacked_segments: u32,
+    ack_now: bool,
+    delack_at: Option<Instant>,
+
+    events: VecDeque<Event>,
+    stats: TcpStats,
+}
+
+impl TcpConnection {
+    /// A closed connection between `local` and `remote`; `iss` is the initial send
+    /// sequence number (the caller draws it from its seeded RNG).
+    pub fn new(
+        cfg: TcpConfig,
+        local: (Ipv4Address, u16),
+        remote: (Ipv4Address, u16),
+        iss: u32,
+    ) -> Self {
+        let smss = u64::from(cfg.mss);
+        let rcv_wscale = if cfg.window_scaling {
+            (0..14u8).find(|s| cfg.recv_buffer_bytes >> s <= 65535).unwrap_or(14)
+        } else {
+            0
+        };
+        TcpConnection {
+            cfg,
+            local,
+            remote,
+            state: State::Closed,
+            iss: TcpSeqNumber(iss),
+            irs: TcpSeqNumber(0),
+            syn_pending: false,
+            syn_sent_at: None,
+            syn_retransmitted: false,
+            sack_ok: false,
+            ws_ok: false,
+            snd_wscale: 0,
+            rcv_wscale,
+            smss,
+            board: Scoreboard::new(smss),
+            written: 0,
+            closed: false,
+            fin_sent: false,
+            fin_acked: false,
+            peer_window: 65535,
+            recovery: None,
+            recover: 0,
+            fast_rtx_pending: false,
+            dup_acks: 0,
+            reno_sacked: 0,
+            rto_at: None,
+            rtt: RttEstimator::new(cfg.rto),
+            cc: AnyController::new(cfg.cc, smss, cfg.initial_window.bytes(smss)),
+            rcv_nxt: 0,
+            asm: Assembler::default(),
+            fin_at: None,
+            fin_received: false,
+            unacked_segments: 0,
+            ack_now: false,
+            delack_at: None,
+            events: VecDeque::new(),
+            stats: TcpStats::default(),
+        }
+    }
+
+    // ---- application side -------------------------------------------------------
+
+    /// Actively opens the connection (sends a SYN on the next `poll_transmit`).
+    pub fn connect(&mut self, _now: Instant) -> Result<(), ConnectError> {
+        if self.state != State::Closed {
+            return Err(ConnectError::InvalidState);
+        }
+        self.state = State::SynSent;
+        self.syn_pending = true;
+        Ok(())
+    }
+
+    /// Passively opens the connection: accept the first SYN from any address.
+    pub fn listen(&mut self) -> Result<(), ConnectError> {
+        if self.state != State::Closed {
+            return Err(ConnectError::InvalidState);
+        }
+        self.state = State::Listen;
+        Ok(())
+    }
+
+    /// Queues `bytes` more bytes of (virtual) data. `u64::MAX` means an endless
+    /// backlog. Data goes out in full segments; a short last segment waits for
+    /// [`close`](Self::close), as Nagle's algorithm would hold it.
+    pub fn send(&mut self, bytes: u64) -> Result<(), SendError> {
+        if self.closed {
+            return Err(SendError::Closed);
+        }
+        self.written = self.written.saturating_add(bytes);
+        Ok(())
+    }
+
+    /// Closes the sending side: a FIN follows the last byte written.
+    pub fn close(&mut self) -> Result<(), SendError> {
+        if self.closed {
+            return Err(SendError::Closed);
+        }
+        self.closed = true;
+        self.board.set_end(self.written);
+        Ok(())
+    }
+
+    // ---- queries ----------------------------------------------------------------
+
+    /// The connection state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// Counters.
+    pub fn stats(&self) -> &TcpStats {
+        &self.stats
+    }
+    /// Bytes received in order (what the application has read).
+    pub fn delivered_bytes(&self) -> u64 {
+        self.rcv_nxt
+    }
+    /// Bytes of this side's stream cumulatively acknowledged by the peer.
+    pub fn acked_bytes(&self) -> u64 {
+        self.board.una()
+    }
+    /// The congestion window, bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cc.window()
+    }
+    /// The slow-start threshold, bytes (`u64::MAX` until the first loss).
+    pub fn ssthresh(&self) -> u64 {
+        self.cc.ssthresh()
+    }
+    /// The RTT estimator.
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+    /// Bytes believed to be in the network (RFC 6675 pipe).
+    pub fn in_flight(&self) -> u64 {
+        self.board.pipe().saturating_sub(self.reno_sacked)
+    }
+    /// Whether a loss-recovery episode is under way.
+    pub fn in_recovery(&self) -> bool {
+        self.recovery.is_some()
+    }
+    /// Segments held on the sender's scoreboard (memory follows the window).
+    pub fn scoreboard_len(&self) -> usize {
+        self.board.len()
+    }
+
+    // ---- network side -----------------------------------------------------------
+
+    /// Processes an IPv4 datagram (payload may be elided). Anything that is not a
+    /// valid TCP segment for this connection is counted and dropped.
+    pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        let Some(repr) = self.parse(datagram) else {
+            self.stats.bad_datagrams += 1;
+            return;
+        };
+        self.process(now, &repr);
+    }
+
+    fn parse(&mut self, datagram: &[u8]) -> Option<TcpRepr> {
+        let ip = Ipv4Packet::new_checked(datagram).ok()?;
+        let ip_repr = Ipv4Repr::parse(&ip, self.cfg.checksum).ok()?;
+        if ip_repr.protocol != IpProtocol::Tcp || ip_repr.dst_addr != self.local.0 {
+            return None;
+        }
+        let tcp = TcpPacket::new_checked(ip.payload()).ok()?;
+        let repr = TcpRepr::parse(
+            &tcp,
+            ip_repr.src_addr,
+            ip_repr.dst_addr,
+            ip_repr.payload_len,
+            self.cfg.checksum,
+        )
+        .ok()?;
+        if repr.dst_port != self.local.1 {
+            return None;
+        }
+        if self.state == State::Listen {
+            if repr.control != TcpControl::Syn {
+                return None;
+            }
+            self.remote = (ip_repr.src_addr, repr.src_port);
+        } else if (ip_repr.src_addr, repr.src_port) != self.remote {
+            return None;
+        }
+        Some(repr)
+    }
+
+    fn process(&mut self, now: Instant, repr: &TcpRepr) {
+        if repr.control == TcpControl::Rst {
+            self.state = State::Closed;
+            self.rto_at = None;
+            self.delack_at = None;
+            self.events.push_back(Event::Reset);
+            return;
+        }
+        match self.state {
+            State::Closed => {
+                self.stats.bad_datagrams += 1;
+            }
+            State::Listen => {
+                self.irs = repr.seq_number;
+                self.take_syn_options(repr);
+                self.peer_window = u64::from(repr.window_len);
+                self.state = State::SynReceived;
+                self.syn_pending = true;
+            }
+            State::SynSent => {
+                let ok = repr.control == TcpControl::Syn && repr.ack_number == Some(self.iss + 1);
+                if !ok {
+                    self.stats.bad_datagrams += 1;
+                    return;
+                }
+                self.irs = repr.seq_number;
+                self.take_syn_options(repr);
+                self.peer_window = u64::from(repr.window_len);
+                self.establish(now);
+                self.ack_now = true;
+            }
+            State::SynReceived => {
+                if repr.control == TcpControl::Syn {
+                    // Our SYN-ACK was lost: the peer retransmitted its SYN.
+                    self.syn_pending = true;
+                    return;
+                }
+                if repr.ack_number != Some(self.iss + 1) {
+                    self.stats.bad_datagrams += 1;
+                    return;
+                }
+                self.establish(now);
+                self.process_established(now, repr);
+            }
+            State::Established => self.process_established(now, repr),
+        }
+    }
+
+    fn take_syn_options(&mut self, repr: &TcpRepr) {
+        self.sack_ok = self.cfg.sack && repr.sack_permitted;
+        match (self.cfg.window_scaling, repr.window_scale) {
+            (true, Some(ws)) => {
+                self.snd_wscale = ws;
+                self.ws_ok = true;
+            }
+            _ => {
+                self.snd_wscale = 0;
+                self.rcv_wscale = 0;
+            }
+        }
+        if let Some(mss) = repr.max_seg_size {
+            self.smss = self.smss.min(u64::from(mss)).max(64);
+        }
+    }
+
+    fn establish(&mut self, now: Instant) {
+        self.state = State::Established;
+        self.board = Scoreboard::new(self.smss);
+        if self.closed {
+            self.board.set_end(self.written);
+        }
+        self.cc = AnyController::new(
+            self.cfg.cc,
+            self.smss,
+            self.cfg.initial_window.bytes(self.smss),
+        );
+        if let (Some(sent), false) = (self.syn_sent_at, self.syn_retransmitted) {
+            self.rtt.on_sample(now - sent);
+        }
+        self.rto_at = None;
+        self.events.push_back(Event::Connected);
+    }
+
+    fn process_established(&mut self, now: Instant, repr: &TcpRepr) {
+        if repr.control == TcpControl::Syn {
+            // A retransmitted SYN-ACK: our ACK of it was lost.
+            self.ack_now = true;
+            return;
+        }
+        if let Some(ack) = repr.ack_number {
+            self.process_ack(now, repr, ack);
+        }
+        self.process_data(now, repr);
+    }
+
+    fn seq_of_snd(&self, offset: u64) -> TcpSeqNumber {
+        self.iss + 1 + offset as u32
+    }
+
+    fn process_ack(&mut self, now: Instant, repr: &TcpRepr, ack: TcpSeqNumber) {
+        let una = self.board.una();
+        let mut ack_off = unwrap_tcp(ack, self.seq_of_snd(una), una);
+        let end_with_fin = self.board.max() + u64::from(self.fin_sent);
+        if ack_off < una as i64 || ack_off > end_with_fin as i64 {
+            // Old or acknowledging what was never sent (RFC 9293: ignore).
+            return;
+        }
+        if self.fin_sent && ack_off as u64 == end_with_fin {
+            ack_off -= 1;
+            if !self.fin_acked {
+                self.fin_acked = true;
+                self.events.push_back(Event::SendComplete);
+            }
+        }
+        let ack_off = ack_off as u64;
+        self.peer_window = u64::from(repr.window_len) << self.snd_wscale;
+        let prior_in_flight = self.in_flight();
+
+        let mut newly_sacked = 0;
+        if self.sack_ok {
+            for (l, r) in repr.sack_ranges.iter().flatten() {
+                let l = unwrap_tcp(*l, self.seq_of_snd(una), una).max(0) as u64;
+                let r = unwrap_tcp(*r, self.seq_of_snd(una), una).max(0) as u64;
+                newly_sacked += self.board.on_sack_block(l, r);
+            }
+        }
+
+        if ack_off > una {
+            let cum = self.board.on_cumulative_ack(ack_off);
+            if let Some(sent) = cum.rtt_sample_from {
+                self.rtt.on_sample(now - sent);
+            }
+            let acked_segs = (ack_off - una).div_ceil(self.smss);
+            self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
+            self.dup_acks = 0;
+            //= https://www.rfc-editor.org/rfc/rfc6298#section-5
+            //# (5.3) When an ACK is received that acknowledges new data, restart the
+            //# retransmission timer so that it will expire after RTO seconds
+            self.rto_at = self.has_unacked().then(|| now + self.rtt.rto());
+            match self.recovery {
+                Some(point) if ack_off >= point => {
+                    self.recovery = None;
+                    self.cc.on_recovery_end(now);
+                }
+                Some(_) if !self.sack_ok => {
+                    //= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
+                    //# If this ACK does *not* acknowledge all of the data up to and
+                    //# including recover, then this is a partial ACK.  In this case,
+                    //# retransmit the first unacknowledged segment.
+                    self.board.mark_una_lost();
+                    self.fast_rtx_pending = true;
+                }
+                Some(_) => {}
+                None => {
+                    let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt());
+                    self.cc.on_ack(now, &sample);
+                }
+            }
+        } else if repr.payload_len == 0 && self.board.outstanding() > 0 {
+            self.dup_acks += 1;
+            self.stats.dup_acks += 1;
+            if !self.sack_ok {
+                self.on_reno_dup_ack(now);
+            }
+        }
+
+        if self.sack_ok && newly_sacked > 0 {
+            let thresh = u64::from(self.cfg.dup_thresh) * self.smss;
+            if self.board.detect_losses(thresh) > 0 && self.recovery.is_none() {
+                self.enter_recovery(now);
+            }
+        }
+        //# (5.2) When all outstanding data has been acknowledged, turn off the
+        //# retransmission timer.
+        if !self.has_unacked() {
+            self.rto_at = None;
+        }
+    }
+
+    /// NewReno without SACK: each duplicate ACK stands for one segment that left the
+    /// network (Linux's "reno SACK" accounting, equivalent to RFC 5681's window
+    /// inflation).
+    fn on_reno_dup_ack(&mut self, now: Instant) {
+        let cap = self.board.outstanding().saturating_sub(self.smss);
+        self.reno_sacked = (self.reno_sacked + self.smss).min(cap);
+        //= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
+        //# When the third duplicate ACK is received, the TCP sender first checks the
+        //# value of recover to see if the Cumulative Acknowledgment field covers more
+        //# than recover.  If so, the value of recover is incremented ...
+        if self.recovery.is_none()
+            && self.dup_acks == self.cfg.dup_thresh
+            && self.board.una() >= self.recover
+        {
+            self.board.mark_una_lost();
+            self.enter_recovery(now);
+        }
+    }
+
+    fn enter_recovery(&mut self, now: Instant) {
+        self.recover = self.board.max();
+        self.recovery = Some(self.recover);
+        self.stats.fast_recoveries += 1;
+        self.fast_rtx_pending = true;
+        self.cc.on_congestion_event(now, self.board.outstanding());
+    }
+
+    fn process_data(&mut self, now: Instant, repr: &TcpRepr) {
+        let seq_nxt = self.irs + 1 + self.rcv_nxt as u32;
+        let start = unwrap_tcp(repr.seq_number, seq_nxt, self.rcv_nxt);
+        let len = repr.payload_len as u64;
+        if start < 0 {
+            self.stats.bad_datagrams += 1;
+            return;
+        }
+        let start = start as u64;
+        let end = start + len;
+        if repr.control == TcpControl::Fin {
+            self.fin_at = Some(end);
+        }
+        if len > 0 {
+            if end > self.rcv_nxt + self.cfg.recv_buffer_bytes {
+                // Beyond the window we offered: drop, and say where we are.
+                self.ack_now = true;
+                return;
+            }
+            if end <= self.rcv_nxt {
+                self.stats.duplicates += 1;
+                self.ack_now = true;
+            } else if start <= self.rcv_nxt {
+                let filled_hole = !self.asm.is_empty();
+                self.rcv_nxt = end;
+                if let Some(e) = self.asm.take_front(self.rcv_nxt) {
+                    self.rcv_nxt = e;
+                }
+                //= https://www.rfc-editor.org/rfc/rfc5681#section-4.2
+                //# an ACK SHOULD be generated for at least every second full-sized
+                //# segment ... Out-of-order data segments SHOULD be acknowledged
+                //# immediately ... A TCP receiver SHOULD send an immediate ACK when the
+                //# incoming segment fills in all or part of a gap
+                self.unacked_segments += 1;
+                if filled_hole || self.unacked_segments >= self.cfg.ack.every {
+                    self.ack_now = true;
+                } else if self.delack_at.is_none() {
+                    self.delack_at = Some(now + self.cfg.ack.delay);
+                }
+            } else {
+                self.stats.out_of_order += 1;
+                self.asm.insert(start, end);
+                self.ack_now = true;
+            }
+        }
+        if let Some(fin) = self.fin_at {
+            if self.rcv_nxt == fin && !self.fin_received {
+                self.fin_received = true;
+                self.ack_now = true;
+                self.events.push_back(Event::PeerFinished { bytes: fin });
+            } else if self.fin_received && repr.control == TcpControl::Fin {
+                self.ack_now = true; // retransmitted FIN
+            }
+        }
+    }
+
+    fn has_unacked(&self) -> bool {
+        self.board.outstanding() > 0 || (self.fin_sent && !self.fin_acked)
+    }
+
+    /// Processes expired timers; calling it early is a no-op.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.delack_at.is_some_and(|t| t <= now) {
+            self.delack_at = None;
+            self.ack_now = true;
+        }
+        if self.rto_at.is_some_and(|t| t <= now) {
+            self.on_rto(now);
+        }
+    }
+
+    fn on_rto(&mut self, now: Instant) {
+        self.stats.timeouts += 1;
+        self.rtt.on_timeout();
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.syn_pending = true;
+                self.syn_retransmitted = true;
+            }
+            State::Established => {
+                self.cc.on_rto(now, self.board.outstanding());
+                self.board.on_rto();
+                //= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
+                //# After a retransmit timeout, record the highest sequence number
+                //# transmitted in the variable recover, and exit the fast recovery
+                //# procedure if applicable.
+                self.recover = self.board.max();
+                self.recovery = None;
+                self.dup_acks = 0;
+                self.reno_sacked = 0;
+                if self.fin_sent && !self.fin_acked {
+                    self.fin_sent = false;
+                }
+            }
+            State::Closed | State::Listen => {
+                self.rto_at = None;
+                return;
+            }
+        }
+        //# (5.6) Start the retransmission timer, such that it expires after RTO
+        //# seconds (for the value of RTO after the doubling operation outlined in 5.5).
+        self.rto_at = Some(now + self.rtt.rto());
+    }
+
+    /// The next deadline at which [`handle_timeout`](Self::handle_timeout) has work.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.rto_at, self.delack_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next application event.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Writes the next datagram's headers into `buf` (at least
+    /// [`MAX_TRANSMIT_HEADER`] bytes), or returns `None` when there is nothing to
+    /// send now.
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        match self.state {
+            State::SynSent | State::SynReceived if self.syn_pending => {
+                self.syn_pending = false;
+                self.syn_sent_at = Some(now);
+                self.rto_at.get_or_insert(now + self.rtt.rto());
+                let seq = self.iss;
+                return Some(self.emit(buf, TcpControl::Syn, seq, 0));
+            }
+            State::Established => {}
+            _ => return None,
+        }
+
+        let cwnd = self.cc.window();
+        if let Some((off, len)) = self.board.next_retransmit() {
+            if self.fast_rtx_pending || self.in_flight() + len <= cwnd {
+                self.fast_rtx_pending = false;
+                self.board.on_retransmit(now, off);
+                self.stats.retransmits += 1;
+                self.rto_at.get_or_insert(now + self.rtt.rto());
+                let seq = self.seq_of_snd(off);
+                return Some(self.emit(buf, TcpControl::None, seq, len as usize));
+            }
+        }
+
+        let max = self.board.max();
+        let len = self.board.next_new_len();
+        let full_or_last = len == self.smss || (self.closed && max + len == self.written);
+        if len > 0
+            && full_or_last
+            && max + len <= self.written
+            && self.in_flight() + len <= cwnd
+            && max + len <= self.board.una() + self.peer_window
+            && max + len - self.board.una() <= self.cfg.send_buffer_bytes
+        {
+            self.board.on_send_new(now);
+            self.stats.data_segments_sent += 1;
+            self.rto_at.get_or_insert(now + self.rtt.rto());
+            let seq = self.seq_of_snd(max);
+            return Some(self.emit(buf, TcpControl::None, seq, len as usize));
+        }
+
+        if self.closed && !self.fin_sent && max == self.written {
+            self.fin_sent = true;
+            self.rto_at.get_or_insert(now + self.rtt.rto());
+            let seq = self.seq_of_snd(max);
+            return Some(self.emit(buf, TcpControl::Fin, seq, 0));
+        }
+
+        if self.ack_now {
+            self.stats.acks_sent += 1;
+            let seq = self.seq_of_snd(max + u64::from(self.fin_sent));
+            return Some(self.emit(buf, TcpControl::None, seq, 0));
+        }
+        None
+    }
+
+    fn emit(
+        &mut self,
+        buf: &mut [u8],
+        control: TcpControl,
+        seq: TcpSeqNumber,
+        payload_len: usize,
+    ) -> Transmit {
+        let syn = control == TcpControl::Syn;
+        let ack_number = match self.state {
+            State::SynSent => None,
+            _ => Some(self.irs + 1 + self.rcv_nxt as u32 + u32::from(self.fin_received)),
+        };
+        let free = self.cfg.recv_buffer_bytes.saturating_sub(self.asm.bytes());
+        //= https://www.rfc-editor.org/rfc/rfc7323#section-2.2
+        //# The window field in a segment where the SYN bit is set (i.e., a <SYN> or
+        //# <SYN,ACK>) MUST NOT be scaled.
+        let shift = if syn { 0 } else { self.rcv_wscale };
+        let window_len = (free >> shift).min(65535) as u16;
+        let mut sack_ranges = [None; MAX_SACK_BLOCKS];
+        if self.sack_ok && !syn && !self.asm.is_empty() {
+            let base = self.irs + 1;
+            for (slot, block) in sack_ranges.iter_mut().zip(self.asm.sack_blocks(self.rcv_nxt)) {
+                *slot = block.map(|(l, r)| (base + l as u32, base + r as u32));
+            }
+        }
+        let repr = TcpRepr {
+            src_port: self.local.1,
+            dst_port: self.remote.1,
+            control,
+            seq_number: seq,
+            ack_number,
+            window_len,
+            max_seg_size: syn.then_some(self.cfg.mss),
+            // RFC 7323 §2.2: a SYN-ACK carries the option only if the SYN did.
+            window_scale: (syn
+                && self.cfg.window_scaling
+                && (self.state == State::SynSent || self.ws_ok))
+                .then_some(self.rcv_wscale),
+            sack_permitted: syn && self.cfg.sack,
+            sack_ranges,
+            push: false,
+            payload_len,
+        };
+        let ip = Ipv4Repr {
+            src_addr: self.local.0,
+            dst_addr: self.remote.0,
+            protocol: IpProtocol::Tcp,
+            payload_len: repr.segment_len(),
+            ttl: 64,
+            dscp: self.cfg.dscp,
+        };
+        ip.emit(buf, self.cfg.checksum);
+        repr.emit(&mut buf[ipv4::HEADER_LEN..], ip.src_addr, ip.dst_addr, self.cfg.checksum);
+        if ack_number.is_some() {
+            self.ack_now = false;
+            self.unacked_segments = 0;
+            self.delack_at = None;
+        }
+        self.stats.segments_sent += 1;
+        Transmit { header_len: ipv4::HEADER_LEN + repr.header_len(), payload_len }
+    }
+}

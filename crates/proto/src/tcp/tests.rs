@@ -1,0 +1,198 @@
+//! Pair tests: two engines over an ideal link with a fixed one-way delay and a
+//! scripted drop rule, run in virtual time until idle (after quinn's `Pair`).
+
+use super::*;
+
+const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
+const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+struct Pair {
+    client: TcpConnection,
+    server: TcpConnection,
+    now: Instant,
+    delay: Duration,
+    /// (arrival, to_server, bytes, index of this data segment from the client)
+    wire: Vec<(Instant, bool, Vec<u8>)>,
+    data_sent: u64,
+    drop: Box<dyn FnMut(u64) -> bool>,
+    server_events: Vec<Event>,
+    client_events: Vec<Event>,
+}
+
+impl Pair {
+    fn new(cfg: TcpConfig, delay: Duration, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
+        let mut client = TcpConnection::new(cfg, (A, 40000), (B, 5001), 0xffff_f000);
+        let mut server = TcpConnection::new(cfg, (B, 5001), (A, 0), 77);
+        server.listen().unwrap();
+        client.connect(Instant::ZERO).unwrap();
+        Pair {
+            client,
+            server,
+            now: Instant::ZERO,
+            delay,
+            wire: vec![],
+            data_sent: 0,
+            drop: Box::new(drop),
+            server_events: vec![],
+            client_events: vec![],
+        }
+    }
+
+    fn flush(&mut self) {
+        let mut buf = [0u8; MAX_TRANSMIT_HEADER];
+        while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+            if t.payload_len > 0 {
+                self.data_sent += 1;
+                if (self.drop)(self.data_sent) {
+                    continue;
+                }
+            }
+            self.wire.push((self.now + self.delay, true, buf[..t.header_len].to_vec()));
+        }
+        while let Some(t) = self.server.poll_transmit(self.now, &mut buf) {
+            self.wire.push((self.now + self.delay, false, buf[..t.header_len].to_vec()));
+        }
+        while let Some(e) = self.client.poll_event() {
+            self.client_events.push(e);
+        }
+        while let Some(e) = self.server.poll_event() {
+            self.server_events.push(e);
+        }
+    }
+
+    /// Runs until nothing is on the wire and no timer is armed, or until `limit`.
+    fn drive(&mut self, limit: Instant) {
+        loop {
+            self.flush();
+            let next_pkt = self.wire.iter().map(|w| w.0).min();
+            let timers = [self.client.poll_timeout(), self.server.poll_timeout()];
+            let next = timers.into_iter().flatten().chain(next_pkt).min();
+            let Some(next) = next else { return };
+            if next > limit {
+                return;
+            }
+            self.now = next;
+            if next_pkt == Some(next) {
+                let i = self.wire.iter().position(|w| w.0 == next).unwrap();
+                let (_, to_server, bytes) = self.wire.remove(i);
+                if to_server {
+                    self.server.handle_datagram(self.now, &bytes);
+                } else {
+                    self.client.handle_datagram(self.now, &bytes);
+                }
+            } else {
+                self.client.handle_timeout(self.now);
+                self.server.handle_timeout(self.now);
+            }
+        }
+    }
+}
+
+fn transfer(cfg: TcpConfig, bytes: u64, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
+    let mut p = Pair::new(cfg, Duration::from_millis(10), drop);
+    p.client.send(bytes).unwrap();
+    p.client.close().unwrap();
+    p.drive(Instant::from_nanos(600_000_000_000));
+    p
+}
+
+#[test]
+fn handshake_transfer_and_close() {
+    let p = transfer(TcpConfig::default(), 1_000_000, |_| false);
+    assert_eq!(p.client_events, vec![Event::Connected, Event::SendComplete]);
+    assert_eq!(p.server_events, vec![Event::Connected, Event::PeerFinished { bytes: 1_000_000 }]);
+    assert_eq!(p.server.delivered_bytes(), 1_000_000);
+    assert_eq!(p.client.stats().retransmits, 0);
+    assert_eq!(p.client.rtt().srtt(), Some(Duration::from_millis(20)));
+    assert!(p.client.poll_timeout().is_none() && p.server.poll_timeout().is_none());
+}
+
+#[test]
+fn sack_recovers_a_single_loss_with_one_retransmission() {
+    let p = transfer(TcpConfig::default(), 2_000_000, |n| n == 100);
+    assert_eq!(p.server.delivered_bytes(), 2_000_000);
+    assert_eq!(p.client.stats().retransmits, 1);
+    assert_eq!(p.client.stats().fast_recoveries, 1);
+    assert_eq!(p.client.stats().timeouts, 0);
+}
+
+#[test]
+fn sack_recovers_many_losses_in_one_window_without_timeout() {
+    let p = transfer(TcpConfig::default(), 2_000_000, |n| (200..260).contains(&n) && n % 3 == 0);
+    assert_eq!(p.server.delivered_bytes(), 2_000_000);
+    assert_eq!(p.client.stats().retransmits, 20);
+    assert_eq!(p.client.stats().fast_recoveries, 1);
+    assert_eq!(p.client.stats().timeouts, 0);
+}
+
+#[test]
+fn newreno_without_sack_repairs_one_hole_per_rtt() {
+    let cfg = TcpConfig { sack: false, ..TcpConfig::default() };
+    let p = transfer(cfg, 2_000_000, |n| n == 200 || n == 205 || n == 210);
+    assert_eq!(p.server.delivered_bytes(), 2_000_000);
+    assert_eq!(p.client.stats().retransmits, 3);
+    assert_eq!(p.client.stats().fast_recoveries, 1, "partial ACKs stay in recovery");
+    assert_eq!(p.client.stats().timeouts, 0);
+}
+
+#[test]
+fn tail_loss_is_repaired_by_the_retransmission_timer() {
+    // 10 segments; the last one is lost and nothing follows it to trigger dupacks.
+    let p = transfer(TcpConfig::default(), 14_480, |n| n == 10);
+    assert_eq!(p.server.delivered_bytes(), 14_480);
+    assert_eq!(p.client.stats().timeouts, 1);
+    assert_eq!(p.client.stats().retransmits, 1);
+}
+
+#[test]
+fn lost_syn_is_retransmitted_after_the_initial_rto() {
+    let mut p = Pair::new(TcpConfig::default(), Duration::from_millis(10), |_| false);
+    let mut buf = [0u8; MAX_TRANSMIT_HEADER];
+    let syn = p.client.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert!(syn.header_len > 40, "SYN carries options");
+    assert_eq!(p.client.poll_timeout(), Some(Instant::from_nanos(1_000_000_000)));
+    p.client.send(5000).unwrap();
+    p.client.close().unwrap();
+    p.drive(Instant::from_nanos(10_000_000_000));
+    assert_eq!(p.server.delivered_bytes(), 5000);
+    assert_eq!(p.client.stats().timeouts, 1);
+}
+
+#[test]
+fn delayed_ack_halves_the_ack_count() {
+    let cfg = TcpConfig { ack: AckPolicy::DELAYED, ..TcpConfig::default() };
+    let p = transfer(cfg, 1448 * 1000, |_| false);
+    let acks = p.server.stats().acks_sent;
+    assert!((500..=520).contains(&acks), "{acks} ACKs for 1000 segments");
+}
+
+#[test]
+fn receive_buffer_caps_the_window() {
+    let cfg = TcpConfig { recv_buffer_bytes: 16 * 1448, ..TcpConfig::default() };
+    let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
+    p.client.send(u64::MAX).unwrap();
+    p.drive(Instant::from_nanos(2_000_000_000));
+    // 16 segments per 20 ms round trip.
+    let expected = 16 * 1448 * 100;
+    let got = p.server.delivered_bytes();
+    assert!(got.abs_diff(expected) < expected / 10, "{got} vs {expected}");
+    assert!(p.client.in_flight() <= 16 * 1448);
+}
+
+#[test]
+fn garbage_is_counted_not_fatal() {
+    let mut c = TcpConnection::new(TcpConfig::default(), (A, 1), (B, 2), 0);
+    c.connect(Instant::ZERO).unwrap();
+    c.handle_datagram(Instant::ZERO, &[0x45, 0, 0]);
+    c.handle_datagram(Instant::ZERO, &[0xff; 60]);
+    assert_eq!(c.stats().bad_datagrams, 2);
+    assert_eq!(c.state(), State::SynSent);
+}
+
+#[test]
+fn initial_windows() {
+    assert_eq!(InitialWindow::Rfc3390.bytes(1460), 4380);
+    assert_eq!(InitialWindow::Rfc3390.bytes(1000), 4000);
+    assert_eq!(InitialWindow::Rfc3390.bytes(2500), 5000);
+    assert_eq!(InitialWindow::Iw10.bytes(1448), 14480);
+}

@@ -1,1 +1,59 @@
-fn main() {}
+//! `longhaul`: the command-line face of the toolkit. It parses arguments, calls a
+//! library crate and maps the outcome to an exit code; nothing else lives here.
+//!
+//! Exit codes: 0 success; 1 a run failed (I/O, internal error); 2 bad input (a
+//! scenario file, a path or an argument), with a message naming what to fix.
+
+mod bench;
+mod sim;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// longhaul: bulk data over long, fat networks — simulator, transfer tool, emulator.
+#[derive(Debug, Parser)]
+#[command(name = "longhaul", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Deterministic packet-level simulation.
+    Sim(sim::SimArgs),
+}
+
+/// A failure, and whether it was the user's input.
+pub struct Failure {
+    error: anyhow::Error,
+    input: bool,
+}
+
+impl<E: Into<anyhow::Error>> From<E> for Failure {
+    fn from(e: E) -> Self {
+        Failure { error: e.into(), input: false }
+    }
+}
+
+impl Failure {
+    /// A failure caused by the user's input (exit code 2).
+    pub fn input(error: impl Into<anyhow::Error>) -> Self {
+        Failure { error: error.into(), input: true }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(args) => sim::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("error: {:#}", f.error);
+            ExitCode::from(if f.input { 2 } else { 1 })
+        }
+    }
+}

@@ -50,6 +50,22 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
+    /// Recomputes the checksum, taking an elided payload to be zeros.
+    pub fn fill_checksum(&mut self, src: Ipv4Address, dst: Ipv4Address) {
+        let len = self.len();
+        let b = self.buffer.as_mut();
+        b[6..8].copy_from_slice(&[0, 0]);
+        let acc = checksum::pseudo_header(src.0, dst.0, 17, u32::from(len));
+        let present = b.len().min(usize::from(len));
+        let mut c = checksum::finish(checksum::accumulate(acc, &b[..present]));
+        if c == 0 {
+            c = 0xffff; // RFC 768: a computed zero is sent as all ones
+        }
+        b[6..8].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
 /// A validated UDP header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdpRepr {
@@ -83,13 +99,7 @@ impl UdpRepr {
         buf[4..6].copy_from_slice(&len.to_be_bytes());
         buf[6..8].copy_from_slice(&[0, 0]);
         if checksum == Checksum::Both {
-            let acc = checksum::pseudo_header(src.0, dst.0, 17, u32::from(len));
-            let present = buf.len().min(usize::from(len));
-            let mut c = checksum::finish(checksum::accumulate(acc, &buf[..present]));
-            if c == 0 {
-                c = 0xffff; // RFC 768: a computed zero is sent as all ones
-            }
-            buf[6..8].copy_from_slice(&c.to_be_bytes());
+            UdpPacket::new_unchecked(buf).fill_checksum(src, dst);
         }
     }
 }

@@ -567,12 +567,16 @@ impl TcpConnection {
         let prior_in_flight = self.in_flight();
 
         let mut newly_sacked = 0;
-        if self.sack_ok {
+        if self.sack_ok && repr.sack_ranges[0].is_some() {
+            let mut blocks = [(0, 0); MAX_SACK_BLOCKS];
+            let mut n = 0;
             for (l, r) in repr.sack_ranges.iter().flatten() {
                 let l = unwrap_tcp(*l, self.seq_of_snd(una), una).max(0) as u64;
                 let r = unwrap_tcp(*r, self.seq_of_snd(una), una).max(0) as u64;
-                newly_sacked += self.board.on_sack_block(l, r);
+                blocks[n] = (l, r);
+                n += 1;
             }
+            newly_sacked = self.board.on_sack_blocks(&blocks[..n]);
         }
 
         if ack_off > una {

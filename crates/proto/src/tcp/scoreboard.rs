@@ -62,6 +62,8 @@ pub struct Scoreboard {
     high_sacked: u64,
     lost_scan: u64,
     retx_scan: u64,
+    /// The SACK blocks of the previous ACK, already applied.
+    sack_cache: [(u64, u64); 4],
 }
 
 impl Scoreboard {
@@ -77,6 +79,7 @@ impl Scoreboard {
             high_sacked: 0,
             lost_scan: 0,
             retx_scan: 0,
+            sack_cache: [(0, 0); 4],
         }
     }
 
@@ -166,10 +169,65 @@ impl Scoreboard {
         out
     }
 
+    /// Applies the SACK blocks of one ACK; returns the bytes newly SACKed.
+    ///
+    /// A receiver's blocks only grow, and each ACK repeats most of the previous one's,
+    /// so only the parts not covered by the previous ACK's blocks are walked (Linux's
+    /// "SACK cache"); without this, every ACK in a recovery episode would walk its
+    /// whole block, O(window) per ACK.
+    pub fn on_sack_blocks(&mut self, blocks: &[(u64, u64)]) -> u64 {
+        let mut newly = 0;
+        let cache = self.sack_cache;
+        for &(l, r) in blocks {
+            // The parts of [l, r) outside every cached block (a cached block may sit
+            // strictly inside, which leaves two parts).
+            let mut parts = [(l, r), (0, 0), (0, 0), (0, 0), (0, 0)];
+            let mut n = 1;
+            for &(cl, cr) in &cache {
+                if cl >= cr {
+                    continue;
+                }
+                let mut k = 0;
+                while k < n {
+                    let (pl, pr) = parts[k];
+                    if cr <= pl || cl >= pr {
+                        k += 1;
+                        continue;
+                    }
+                    match (cl <= pl, cr >= pr) {
+                        (true, true) => {
+                            parts[k] = parts[n - 1];
+                            n -= 1;
+                            continue;
+                        }
+                        (true, false) => parts[k] = (cr, pr),
+                        (false, true) => parts[k] = (pl, cl),
+                        (false, false) => {
+                            parts[k] = (pl, cl);
+                            if n < parts.len() {
+                                parts[n] = (cr, pr);
+                                n += 1;
+                            }
+                        }
+                    }
+                    k += 1;
+                }
+            }
+            for &(pl, pr) in &parts[..n] {
+                newly += self.on_sack_block(pl, pr);
+            }
+        }
+        self.sack_cache = [(0, 0); 4];
+        for (slot, b) in self.sack_cache.iter_mut().zip(blocks) {
+            *slot = *b;
+        }
+        newly
+    }
+
     /// Marks `[left, right)` SACKed; returns the bytes newly SACKed. Blocks outside
-    /// `(una, max]` are clipped; a block that does not cover a whole segment marks
-    /// only the segments it covers entirely (the receiver never splits segments).
-    pub fn on_sack_block(&mut self, left: u64, right: u64) -> u64 {
+    /// `(una, max]` are clipped; only segments the block covers entirely are marked
+    /// (the receiver never splits segments, but a cache remainder may start mid-way).
+    fn on_sack_block(&mut self, left: u64, right: u64) -> u64 {
         let left = left.max(self.una());
         let right = right.min(self.max());
         if left >= right {
@@ -300,7 +358,7 @@ mod tests {
         let mut b = board(10);
         assert_eq!(b.pipe(), 1000);
         // Segment 0 lost; 1..=4 SACKed.
-        assert_eq!(b.on_sack_block(100, 500), 400);
+        assert_eq!(b.on_sack_blocks(&[(100, 500)]), 400);
         assert_eq!(b.pipe(), 600);
         assert_eq!(b.detect_losses(3 * MSS), 100);
         assert_eq!(b.pipe(), 500);
@@ -319,7 +377,7 @@ mod tests {
     #[test]
     fn rto_marks_everything_lost_and_retransmits_from_una() {
         let mut b = board(5);
-        b.on_sack_block(300, 400);
+        b.on_sack_blocks(&[(300, 400)]);
         b.on_rto();
         assert_eq!(b.pipe(), 0);
         let mut order = vec![];
@@ -341,9 +399,25 @@ mod tests {
         assert_eq!(b.on_send_new(Instant::ZERO), 50);
         assert_eq!(b.next_new_len(), 0);
         assert_eq!(b.max(), 250);
-        assert_eq!(b.on_sack_block(200, 250), 50);
+        assert_eq!(b.on_sack_blocks(&[(200, 250)]), 50);
         assert_eq!(b.on_cumulative_ack(250).newly_acked, 200);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn growing_blocks_are_applied_once() {
+        let mut b = board(100);
+        // Segment 0 lost; the block grows by one segment per ACK.
+        for k in 2..=100u64 {
+            let newly = b.on_sack_blocks(&[(100, k * MSS)]);
+            assert_eq!(newly, MSS, "ACK {k}");
+        }
+        // A second hole splits the block; a new block appears above a cached one.
+        let mut b = board(20);
+        b.on_sack_blocks(&[(500, 800)]);
+        assert_eq!(b.on_sack_blocks(&[(900, 1000), (100, 300), (500, 800)]), 300);
+        assert_eq!(b.on_sack_blocks(&[(100, 1000)]), 300, "only 300..500 and 800..900 are new");
+        assert_eq!(b.sacked_bytes(), 900);
     }
 
     #[test]

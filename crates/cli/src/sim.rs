@@ -1,0 +1,142 @@
+//! `longhaul sim ...`: run scenarios, check them, benchmark the simulator.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use longhaul_sim::{Job, Scenario, Summary};
+
+use crate::Failure;
+
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    #[command(subcommand)]
+    command: SimCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Run a scenario file, every scenario in a folder, or a folder's sweep.toml.
+    /// Without a path, runs the built-in reference scenario.
+    Run {
+        /// Scenario .toml, sweep.toml, or a folder of scenarios.
+        path: Option<PathBuf>,
+        /// Results folder (default: results/<scenario or folder name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Threads for folders and sweeps (default: all cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// No progress bar and no summary table.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Validate scenario files without running them.
+    Check {
+        /// Scenario .toml, sweep.toml, or a folder of scenarios.
+        path: PathBuf,
+    },
+    /// Print the built-in reference scenario (a starting point for your own).
+    Example,
+    /// Measure simulator speed on the reference scenario (one TCP NewReno+SACK flow,
+    /// 1 Gb/s bottleneck, BDP buffer, random loss) at each RTT.
+    Bench(crate::bench::BenchArgs),
+}
+
+pub fn run(args: SimArgs) -> Result<(), Failure> {
+    match args.command {
+        SimCommand::Run { path, out, jobs, seed, quiet } => run_cmd(path, out, jobs, seed, quiet),
+        SimCommand::Check { path } => {
+            let job = load(&path)?;
+            println!("{}: {} run(s), all valid", path.display(), job.len());
+            Ok(())
+        }
+        SimCommand::Example => {
+            print!("{}", longhaul_sim::scenario::REFERENCE);
+            Ok(())
+        }
+        SimCommand::Bench(b) => crate::bench::run(b),
+    }
+}
+
+fn load(path: &Path) -> Result<Job, Failure> {
+    Job::load(path).map_err(|e| if e.is_input_error() { Failure::input(e) } else { e.into() })
+}
+
+fn run_cmd(
+    path: Option<PathBuf>,
+    out: Option<PathBuf>,
+    jobs: Option<usize>,
+    seed: Option<u64>,
+    quiet: bool,
+) -> Result<(), Failure> {
+    let (mut job, default_out) = match &path {
+        Some(p) => (load(p)?, PathBuf::from("results").join(run_name(p))),
+        None => {
+            let s = Scenario::parse(longhaul_sim::scenario::REFERENCE, Path::new("<built-in reference>"))
+                .map_err(Failure::input)?;
+            (Job::Scenarios(vec![s]), PathBuf::from("results/reference"))
+        }
+    };
+    if let Some(seed) = seed {
+        match &mut job {
+            Job::Scenarios(list) => list.iter_mut().for_each(|s| s.run.seed = seed),
+            Job::Sweep(sw) => sw.points.iter_mut().for_each(|p| p.scenario.run.seed = seed),
+        }
+    }
+    let out = out.unwrap_or(default_out);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.unwrap_or(0)).build()?;
+    let bar = if quiet || job.len() < 2 {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(job.len() as u64).with_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} runs, {elapsed} elapsed, ETA {eta}")
+                .expect("static template"),
+        )
+    };
+    let summaries = pool.install(|| job.run(&out, &|| bar.inc(1)))?;
+    bar.finish_and_clear();
+    if !quiet {
+        print_table(&summaries);
+        println!("results: {}", out.display());
+    }
+    Ok(())
+}
+
+/// The default results folder name: the file's stem, or the folder's name for a
+/// folder or its `sweep.toml`.
+fn run_name(path: &Path) -> String {
+    let abs = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let named = if abs.is_file() && abs.file_name().is_some_and(|n| n != "sweep.toml") {
+        abs.file_stem()
+    } else if abs.is_file() {
+        abs.parent().and_then(Path::file_name)
+    } else {
+        abs.file_name()
+    };
+    named.map_or("run".into(), |s| s.to_string_lossy().into_owned())
+}
+
+fn print_table(summaries: &[Summary]) {
+    println!(
+        "{:<24} {:>4} {:<5} {:>12} {:>12} {:>10} {:>8}",
+        "scenario", "flow", "proto", "goodput Mb/s", "completion s", "retransmit", "timeouts"
+    );
+    for s in summaries.iter().take(200) {
+        for f in &s.flows {
+            println!(
+                "{:<24} {:>4} {:<5} {:>12.2} {:>12} {:>10} {:>8}",
+                s.scenario,
+                f.id,
+                f.protocol,
+                f.goodput_mbps,
+                f.completion_time_s.map_or("-".into(), |c| format!("{c:.3}")),
+                f.retransmits.map_or("-".into(), |c| c.to_string()),
+                f.timeouts.map_or("-".into(), |c| c.to_string()),
+            );
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! Traffic: what flows a scenario runs, and their per-run state.
+
+use longhaul_proto::tcp::{TcpConfig, TcpConnection};
+use longhaul_proto::{Bandwidth, Duration, Instant};
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// A TCP transfer: an endless backlog (bulk) or a finite number of bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpFlowSpec {
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// Connection parameters (both ends).
+    pub config: TcpConfig,
+    /// When the client opens the connection.
+    pub start: Instant,
+    /// Bytes to send; `None` for an endless backlog.
+    pub size: Option<u64>,
+}
+
+/// How a UDP source spaces its packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrivals {
+    /// Constant bit rate: fixed spacing.
+    Cbr,
+    /// Poisson: exponential spacing with the same mean.
+    Poisson,
+}
+
+/// A UDP source and its sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdpFlowSpec {
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// Mean sending rate, counting IP and UDP headers.
+    pub rate: Bandwidth,
+    /// IP packet size, bytes (headers included).
+    pub packet_size: u32,
+    /// Spacing.
+    pub arrivals: Arrivals,
+    /// First packet.
+    pub start: Instant,
+    /// No packets after this time.
+    pub stop: Option<Instant>,
+    /// DSCP to mark.
+    pub dscp: u8,
+}
+
+/// Any flow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlowSpec {
+    /// TCP.
+    Tcp(TcpFlowSpec),
+    /// UDP.
+    Udp(UdpFlowSpec),
+}
+
+impl FlowSpec {
+    /// Sending and receiving host.
+    pub fn ends(&self) -> (usize, usize) {
+        match self {
+            FlowSpec::Tcp(t) => (t.from, t.to),
+            FlowSpec::Udp(u) => (u.from, u.to),
+        }
+    }
+    /// Start time.
+    pub fn start(&self) -> Instant {
+        match self {
+            FlowSpec::Tcp(t) => t.start,
+            FlowSpec::Udp(u) => u.start,
+        }
+    }
+}
+
+/// A TCP flow's run-time state.
+#[derive(Debug)]
+pub(crate) struct TcpFlow {
+    pub spec: TcpFlowSpec,
+    /// `[sender, receiver]`.
+    pub ends: [TcpConnection; 2],
+    /// Live timer event per end, if any.
+    pub timer_at: [Option<Instant>; 2],
+    pub completed_at: Option<Instant>,
+}
+
+/// A UDP flow's run-time state.
+#[derive(Debug)]
+pub(crate) struct UdpFlow {
+    pub spec: UdpFlowSpec,
+    pub rng: Xoshiro256PlusPlus,
+    pub mean_gap: Duration,
+    pub sent_pkts: u64,
+    pub recv_pkts: u64,
+    pub recv_bytes: u64,
+    pub delay_sum_ns: u128,
+    pub delay_max_ns: u64,
+    pub last_delay_ns: Option<u64>,
+    /// RFC 3550 interarrival jitter estimate, ns.
+    pub jitter_ns: f64,
+}
+
+impl UdpFlow {
+    pub fn new(spec: UdpFlowSpec, seed: u64, index: u64) -> Self {
+        let mean_gap = Duration::from_nanos(spec.rate.tx_time_nanos(u64::from(spec.packet_size)));
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7564_7000);
+        for _ in 0..=index {
+            rng.long_jump();
+        }
+        UdpFlow {
+            spec,
+            rng,
+            mean_gap,
+            sent_pkts: 0,
+            recv_pkts: 0,
+            recv_bytes: 0,
+            delay_sum_ns: 0,
+            delay_max_ns: 0,
+            last_delay_ns: None,
+            jitter_ns: 0.0,
+        }
+    }
+}
+
+/// A flow's run-time state.
+#[derive(Debug)]
+pub(crate) enum Flow {
+    Tcp(Box<TcpFlow>),
+    Udp(Box<UdpFlow>),
+}
+
+impl Flow {
+    /// Payload bytes the receiving application has got so far.
+    pub fn delivered_bytes(&self) -> u64 {
+        match self {
+            Flow::Tcp(t) => t.ends[1].delivered_bytes(),
+            Flow::Udp(u) => u.recv_bytes,
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! What a run measured: the summary written as `summary.json`, and the series.
+
+use serde::Serialize;
+
+/// Per-flow results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct FlowSummary {
+    /// Index in the scenario's flow list.
+    pub id: usize,
+    /// `tcp` or `udp`.
+    pub protocol: String,
+    /// Sending host.
+    pub from: String,
+    /// Receiving host.
+    pub to: String,
+    /// Start, seconds.
+    pub start_s: f64,
+    /// Payload bytes delivered in order to the receiving application.
+    pub delivered_bytes: u64,
+    /// Delivered bytes over the flow's active time (start to completion, or to the
+    /// end of the run), Mb/s.
+    pub goodput_mbps: f64,
+    /// Time from start to the last byte delivered, for finite transfers that finished.
+    pub completion_time_s: Option<f64>,
+    /// Congestion control (TCP).
+    pub cc: Option<String>,
+    /// Segments retransmitted (TCP).
+    pub retransmits: Option<u64>,
+    /// Retransmission timeouts (TCP).
+    pub timeouts: Option<u64>,
+    /// Fast-recovery episodes (TCP).
+    pub fast_recoveries: Option<u64>,
+    /// Segments of new data sent (TCP).
+    pub data_segments_sent: Option<u64>,
+    /// Smoothed RTT at the end, ms (TCP).
+    pub srtt_ms: Option<f64>,
+    /// Smallest RTT sample, ms (TCP).
+    pub min_rtt_ms: Option<f64>,
+    /// Packets sent (UDP).
+    pub sent_pkts: Option<u64>,
+    /// Packets received (UDP).
+    pub received_pkts: Option<u64>,
+    /// 1 - received/sent (UDP; packets still in flight at the end count as lost).
+    pub loss_rate: Option<f64>,
+    /// Mean one-way delay, ms (UDP).
+    pub mean_delay_ms: Option<f64>,
+    /// Largest one-way delay, ms (UDP).
+    pub max_delay_ms: Option<f64>,
+    /// RFC 3550 interarrival jitter at the end, ms (UDP).
+    pub jitter_ms: Option<f64>,
+}
+
+/// Per-link-direction results.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LinkSummary {
+    /// Name (`bottleneck`, `bottleneck.rev`, ...).
+    pub name: String,
+    /// Node it leads from.
+    pub from: String,
+    /// Node it leads to.
+    pub to: String,
+    /// Rate, Mb/s.
+    pub rate_mbps: f64,
+    /// One-way delay, ms.
+    pub delay_ms: f64,
+    /// Fraction of the run the transmitter was busy.
+    pub utilisation: f64,
+    /// Packets delivered to the far end.
+    pub delivered_pkts: u64,
+    /// Bytes delivered to the far end.
+    pub delivered_bytes: u64,
+    /// Drops by cause: queue overflow.
+    pub drops_queue: u64,
+    /// Drops by cause: the loss model.
+    pub drops_loss: u64,
+    /// Time-average number of packets waiting (not yet being sent), by Little's law.
+    pub mean_queue_waiting_pkts: f64,
+    /// Largest queue seen, packets.
+    pub max_queue_pkts: u32,
+}
+
+/// The whole run: `summary.json`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Scenario name.
+    pub scenario: String,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated time, seconds.
+    pub duration_s: f64,
+    /// Events executed.
+    pub events: u64,
+    /// Most packets alive at once.
+    pub peak_packets: u64,
+    /// Packets dropped at a node for want of a route or a listener.
+    pub unroutable_pkts: u64,
+    /// Jain's fairness index over the flows' goodputs.
+    pub jain_index: f64,
+    /// Flows.
+    pub flows: Vec<FlowSummary>,
+    /// Link directions.
+    pub links: Vec<LinkSummary>,
+}
+
+impl Summary {
+    /// Assembles a summary and computes Jain's index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        scenario: String,
+        seed: u64,
+        duration_s: f64,
+        events: u64,
+        peak_packets: u64,
+        unroutable_pkts: u64,
+        flows: Vec<FlowSummary>,
+        links: Vec<LinkSummary>,
+    ) -> Self {
+        let x: Vec<f64> = flows.iter().map(|f| f.goodput_mbps).collect();
+        Summary {
+            scenario,
+            seed,
+            duration_s,
+            events,
+            peak_packets,
+            unroutable_pkts,
+            jain_index: jain_index(&x),
+            flows,
+            links,
+        }
+    }
+
+    /// The link direction called `name`.
+    pub fn link(&self, name: &str) -> Option<&LinkSummary> {
+        self.links.iter().find(|l| l.name == name)
+    }
+}
+
+/// Jain's fairness index `(sum x)^2 / (n * sum x^2)`: 1 when all are equal, 1/n when
+/// one takes everything. 1 for an empty or all-zero set.
+pub fn jain_index(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if sq == 0.0 {
+        1.0
+    } else {
+        sum * sum / (x.len() as f64 * sq)
+    }
+}
+
+/// One cwnd/RTT trace sample of a TCP flow's sender.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct TraceRow {
+    /// Time, seconds.
+    pub time_s: f64,
+    /// Flow index.
+    pub flow: usize,
+    /// Congestion window, bytes.
+    pub cwnd_bytes: u64,
+    /// Slow-start threshold, bytes (`u64::MAX` before the first loss).
+    pub ssthresh_bytes: u64,
+    /// Smoothed RTT, ms (0 before the first sample).
+    pub srtt_ms: f64,
+    /// Bytes in flight.
+    pub in_flight_bytes: u64,
+    /// Bytes delivered to the receiver so far.
+    pub delivered_bytes: u64,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// The summary.
+    pub summary: Summary,
+    /// Sample times, seconds (end of each interval).
+    pub sample_times: Vec<f64>,
+    /// Goodput per flow per interval, Mb/s.
+    pub goodput_series: Vec<Vec<f64>>,
+    /// Link direction names, in the order of the link series.
+    pub link_names: Vec<String>,
+    /// Throughput delivered per link direction per interval, Mb/s.
+    pub link_tput_series: Vec<Vec<f64>>,
+    /// Queue length per link direction at each sample, packets.
+    pub queue_series: Vec<Vec<u32>>,
+    /// cwnd/RTT trace (empty unless asked for).
+    pub trace: Vec<TraceRow>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_bounds() {
+        assert_eq!(jain_index(&[5.0, 5.0, 5.0]), 1.0);
+        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
+        assert_eq!(jain_index(&[]), 1.0);
+    }
+}

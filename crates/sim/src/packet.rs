@@ -1,0 +1,87 @@
+//! Simulated packets: real header bytes and a payload length, in an arena.
+//!
+//! A packet is a fixed-size record (headers up to 80 bytes: IPv4 and TCP with a full
+//! option space) allocated from a free list, so the per-packet path allocates nothing
+//! once the pool has grown to the number of packets in flight. Payload bytes are never
+//! stored; the IPv4 total length says how many there are.
+
+use longhaul_proto::tcp::MAX_TRANSMIT_HEADER;
+use longhaul_proto::Instant;
+
+/// Index of a packet in the [`PacketPool`].
+pub type PacketId = u32;
+
+/// One simulated packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet {
+    /// IPv4 header and transport header, as on the wire.
+    pub hdr: [u8; MAX_TRANSMIT_HEADER],
+    /// Bytes of `hdr` in use.
+    pub hdr_len: u8,
+    /// Payload bytes that follow the headers on the wire (not stored).
+    pub payload_len: u32,
+    /// When the packet left its source (metadata for one-way delay, like an ns-3 tag).
+    pub sent_at: Instant,
+}
+
+impl Packet {
+    /// Length on the wire: headers and payload.
+    pub fn wire_len(&self) -> u32 {
+        u32::from(self.hdr_len) + self.payload_len
+    }
+    /// The header bytes.
+    pub fn header(&self) -> &[u8] {
+        &self.hdr[..usize::from(self.hdr_len)]
+    }
+    /// Destination address as an integer (IPv4 bytes 16..20).
+    pub fn dst_bits(&self) -> u32 {
+        u32::from_be_bytes([self.hdr[16], self.hdr[17], self.hdr[18], self.hdr[19]])
+    }
+}
+
+/// An arena of packets with a free list.
+#[derive(Debug, Default)]
+pub struct PacketPool {
+    slots: Vec<Packet>,
+    free: Vec<PacketId>,
+}
+
+impl PacketPool {
+    /// Takes a slot, initialised to an empty packet sent at `now`.
+    pub fn alloc(&mut self, now: Instant) -> PacketId {
+        let blank = Packet { hdr: [0; MAX_TRANSMIT_HEADER], hdr_len: 0, payload_len: 0, sent_at: now };
+        match self.free.pop() {
+            Some(id) => {
+                let p = &mut self.slots[id as usize];
+                p.hdr_len = 0;
+                p.payload_len = 0;
+                p.sent_at = now;
+                id
+            }
+            None => {
+                self.slots.push(blank);
+                (self.slots.len() - 1) as PacketId
+            }
+        }
+    }
+    /// Returns a slot to the free list.
+    pub fn free(&mut self, id: PacketId) {
+        self.free.push(id);
+    }
+    /// The packet `id`.
+    pub fn get(&self, id: PacketId) -> &Packet {
+        &self.slots[id as usize]
+    }
+    /// The packet `id`, writable.
+    pub fn get_mut(&mut self, id: PacketId) -> &mut Packet {
+        &mut self.slots[id as usize]
+    }
+    /// Slots ever allocated (the high-water mark of packets alive at once).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+    /// Packets currently alive.
+    pub fn live(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+}

@@ -1,0 +1,95 @@
+//! Packet captures of a link direction in the classic pcap format (LINKTYPE_RAW: the
+//! records start with the IPv4 header), so Wireshark and tshark open them.
+//!
+//! The simulator runs with checksums off; the writer fills in correct IPv4, TCP and
+//! UDP checksums for each captured header. Payloads are not stored: each record holds
+//! the headers (`caplen`) and states the full length (`len`), as a capture taken with
+//! a short snap length would, and the checksums are those of a zero-filled payload.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use longhaul_proto::Instant;
+use longhaul_wire::{Ipv4Address, Ipv4Packet, TcpPacket, UdpPacket};
+
+use crate::packet::Packet;
+
+const LINKTYPE_RAW: u32 = 101;
+
+/// Writes one pcap file.
+#[derive(Debug)]
+pub struct PcapWriter {
+    out: BufWriter<File>,
+    error: Option<io::Error>,
+}
+
+impl PcapWriter {
+    /// Creates `path` and writes the file header (nanosecond timestamps).
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let mut out = BufWriter::new(File::create(path)?);
+        out.write_all(&0xa1b2_3c4du32.to_le_bytes())?; // nanosecond-resolution magic
+        out.write_all(&2u16.to_le_bytes())?;
+        out.write_all(&4u16.to_le_bytes())?;
+        out.write_all(&0i32.to_le_bytes())?;
+        out.write_all(&0u32.to_le_bytes())?;
+        out.write_all(&65535u32.to_le_bytes())?;
+        out.write_all(&LINKTYPE_RAW.to_le_bytes())?;
+        Ok(PcapWriter { out, error: None })
+    }
+
+    /// Appends `pkt` seen at `now`. An I/O error is kept and reported by
+    /// [`finish`](Self::finish), so the simulation loop need not handle it.
+    pub fn write(&mut self, now: Instant, pkt: &Packet) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut hdr = pkt.hdr;
+        let caplen = usize::from(pkt.hdr_len);
+        fill_checksums(&mut hdr[..caplen]);
+        let ns = now.as_nanos();
+        let rec = [
+            ((ns / 1_000_000_000) as u32).to_le_bytes(),
+            ((ns % 1_000_000_000) as u32).to_le_bytes(),
+            (caplen as u32).to_le_bytes(),
+            pkt.wire_len().to_le_bytes(),
+        ];
+        let res = rec
+            .iter()
+            .try_for_each(|b| self.out.write_all(b))
+            .and_then(|_| self.out.write_all(&hdr[..caplen]));
+        if let Err(e) = res {
+            self.error = Some(e);
+        }
+    }
+
+    /// Flushes the file; returns the first error met.
+    pub fn finish(mut self) -> io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
+
+fn fill_checksums(hdr: &mut [u8]) {
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut *hdr) else { return };
+    ip.fill_checksum();
+    let (src, dst): (Ipv4Address, Ipv4Address) = (ip.src_addr(), ip.dst_addr());
+    let seg_len = ip.payload_len();
+    let protocol = u8::from(ip.protocol());
+    let payload = ip.payload_mut();
+    match protocol {
+        6 => {
+            if let Ok(mut tcp) = TcpPacket::new_checked(payload) {
+                tcp.fill_checksum(src, dst, seg_len);
+            }
+        }
+        17 => {
+            if let Ok(mut udp) = UdpPacket::new_checked(payload) {
+                udp.fill_checksum(src, dst);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,580 @@
+//! Scenario files: TOML in, a validated [`Scenario`] out, or an error that names the
+//! file, the key and what to do.
+//!
+//! ```toml
+//! name = "reference"
+//! duration = "60s"
+//! seed = 1
+//! sample_interval = "1s"
+//!
+//! [topology]
+//! kind = "chain"                       # or "dumbbell" (pairs, access, bottleneck, egress)
+//! [[topology.links]]
+//! rate = "10Gbps"
+//! delay = "0ms"
+//! [[topology.links]]
+//! rate = "1Gbps"
+//! delay = "50ms"
+//! queue = "1bdp"                       # "100pkts", "1MB", "0.5bdp"
+//! loss = 1e-5                          # forward direction; or a Gilbert-Elliott table
+//!
+//! [[flow]]
+//! protocol = "tcp"                     # or "udp"
+//! cc = "newreno"                       # "cubic"
+//! size = "5GB"                         # omit for an endless backlog
+//!
+//! [outputs]
+//! trace = true                         # cwnd/RTT trace
+//! pcap = ["link1"]                     # link directions to capture
+//! ```
+//! The README documents every key.
+
+use std::path::{Path, PathBuf};
+
+use longhaul_proto::cc::{CcAlgorithm, CubicConfig};
+use longhaul_proto::rtt::RtoConfig;
+use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
+use longhaul_proto::{Duration, Instant};
+use serde::Deserialize;
+
+use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec};
+use crate::link::QueueLimit;
+use crate::loss::LossModel;
+use crate::simulation::RunConfig;
+use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology};
+use crate::units::{parse_queue, parse_rate, parse_size, parse_time};
+
+/// A scenario that failed to load.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not TOML, or a key has the wrong type or an unknown name.
+    #[error("{path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A value is out of range or refers to something that does not exist.
+    #[error("{path}: `{key}`: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// Dotted key, e.g. `flow[1].to`.
+        key: String,
+        /// What is wrong and what to write instead.
+        message: String,
+    },
+}
+
+/// A loaded, validated scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Run parameters.
+    pub run: RunConfig,
+    /// The network.
+    pub topology: Topology,
+    /// The traffic.
+    pub flows: Vec<FlowSpec>,
+    /// Whether to draw PNG plots.
+    pub plots: bool,
+    /// Link directions to capture.
+    pub pcap: Vec<String>,
+}
+
+// ---- the file format, as serde sees it ---------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: Option<String>,
+    #[allow(dead_code)]
+    description: Option<String>,
+    duration: String,
+    #[serde(default = "default_seed")]
+    seed: u64,
+    sample_interval: Option<String>,
+    topology: TopologyFile,
+    #[serde(default)]
+    flow: Vec<FlowFile>,
+    #[serde(default)]
+    outputs: OutputsFile,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputsFile {
+    #[serde(default = "yes")]
+    plots: bool,
+    #[serde(default)]
+    trace: bool,
+    trace_interval: Option<String>,
+    #[serde(default)]
+    pcap: Vec<String>,
+}
+
+impl Default for OutputsFile {
+    fn default() -> Self {
+        OutputsFile { plots: true, trace: false, trace_interval: None, pcap: vec![] }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+enum TopologyFile {
+    Chain {
+        links: Vec<LinkFile>,
+    },
+    Dumbbell {
+        #[serde(default = "one")]
+        pairs: usize,
+        access: LinkFile,
+        bottleneck: LinkFile,
+        egress: Option<LinkFile>,
+    },
+}
+
+fn one() -> usize {
+    1
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkFile {
+    rate: String,
+    delay: String,
+    queue: Option<String>,
+    loss: Option<LossFile>,
+    loss_reverse: Option<LossFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum LossFile {
+    Bernoulli(f64),
+    Table(LossTable),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "model", rename_all = "kebab-case", deny_unknown_fields)]
+enum LossTable {
+    Bernoulli { p: f64 },
+    GilbertElliott { p_good_to_bad: f64, p_bad_to_good: f64, loss_good: Option<f64>, loss_bad: Option<f64> },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "protocol", rename_all = "lowercase", deny_unknown_fields)]
+enum FlowFile {
+    Tcp(Box<TcpFlowFile>),
+    Udp(UdpFlowFile),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TcpFlowFile {
+    from: Option<String>,
+    to: Option<String>,
+    start: Option<String>,
+    size: Option<String>,
+    cc: Option<String>,
+    mss: Option<u16>,
+    sack: Option<bool>,
+    ack_every: Option<u32>,
+    delayed_ack_timeout: Option<String>,
+    min_rto: Option<String>,
+    initial_window: Option<toml::Value>,
+    recv_buffer: Option<String>,
+    send_buffer: Option<String>,
+    window_scaling: Option<bool>,
+    dscp: Option<u8>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UdpFlowFile {
+    from: Option<String>,
+    to: Option<String>,
+    start: Option<String>,
+    stop: Option<String>,
+    rate: String,
+    packet_size: Option<u32>,
+    arrivals: Option<String>,
+    dscp: Option<u8>,
+}
+
+// ---- loading -------------------------------------------------------------------
+
+impl Scenario {
+    /// Loads and validates the scenario file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses scenario text; `path` is used in error messages and as the default name.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
+        let value: toml::Value = toml::from_str(text).map_err(|e| syntax(path, e))?;
+        Self::from_value(value, path)
+    }
+
+    /// Builds a scenario from a parsed TOML document (sweeps edit the document first).
+    pub fn from_value(value: toml::Value, path: &Path) -> Result<Self, ScenarioError> {
+        let file: File = File::deserialize(value).map_err(|e| syntax(path, e))?;
+        Loader { path }.build(file)
+    }
+}
+
+fn syntax(path: &Path, e: impl std::fmt::Display) -> ScenarioError {
+    ScenarioError::Syntax { path: path.to_owned(), message: e.to_string().trim_end().to_string() }
+}
+
+struct Loader<'a> {
+    path: &'a Path,
+}
+
+impl Loader<'_> {
+    fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::Invalid { path: self.path.to_owned(), key: key.into(), message: message.into() }
+    }
+
+    fn time(&self, key: &str, s: &str) -> Result<Duration, ScenarioError> {
+        parse_time(s).map_err(|m| self.err(key, m))
+    }
+
+    fn prob(&self, key: &str, p: f64) -> Result<f64, ScenarioError> {
+        if (0.0..=1.0).contains(&p) {
+            Ok(p)
+        } else {
+            Err(self.err(key, format!("{p} is not a probability: use a number from 0 to 1")))
+        }
+    }
+
+    fn loss(&self, key: &str, l: &Option<LossFile>) -> Result<LossModel, ScenarioError> {
+        Ok(match l {
+            None => LossModel::None,
+            Some(LossFile::Bernoulli(p)) | Some(LossFile::Table(LossTable::Bernoulli { p })) => {
+                match self.prob(key, *p)? {
+                    0.0 => LossModel::None,
+                    p => LossModel::Bernoulli { p },
+                }
+            }
+            Some(LossFile::Table(LossTable::GilbertElliott {
+                p_good_to_bad,
+                p_bad_to_good,
+                loss_good,
+                loss_bad,
+            })) => LossModel::GilbertElliott {
+                p_good_to_bad: self.prob(&format!("{key}.p_good_to_bad"), *p_good_to_bad)?,
+                p_bad_to_good: self.prob(&format!("{key}.p_bad_to_good"), *p_bad_to_good)?,
+                loss_good: self.prob(&format!("{key}.loss_good"), loss_good.unwrap_or(0.0))?,
+                loss_bad: self.prob(&format!("{key}.loss_bad"), loss_bad.unwrap_or(1.0))?,
+            },
+        })
+    }
+
+    fn link(&self, key: &str, l: &LinkFile) -> Result<LinkSpec, ScenarioError> {
+        let rate = parse_rate(&l.rate).map_err(|m| self.err(format!("{key}.rate"), m))?;
+        let delay = self.time(&format!("{key}.delay"), &l.delay)?;
+        let queue = match &l.queue {
+            None => QueueSpec::Bdp(1.0),
+            Some(q) => parse_queue(q).map_err(|m| self.err(format!("{key}.queue"), m))?,
+        };
+        Ok(LinkSpec {
+            rate,
+            delay,
+            queue,
+            loss: self.loss(&format!("{key}.loss"), &l.loss)?,
+            loss_reverse: self.loss(&format!("{key}.loss_reverse"), &l.loss_reverse)?,
+        })
+    }
+
+    fn build(&self, f: File) -> Result<Scenario, ScenarioError> {
+        let duration = self.time("duration", &f.duration)?;
+        if duration.is_zero() {
+            return Err(self.err("duration", "must be longer than zero, e.g. \"60s\""));
+        }
+        let sample_interval = match &f.sample_interval {
+            Some(s) => self.time("sample_interval", s)?,
+            None => Duration::from_secs(1).min(duration),
+        };
+        if sample_interval.is_zero() || sample_interval > duration {
+            return Err(self.err("sample_interval", "must be above zero and at most `duration`"));
+        }
+        let topology = match &f.topology {
+            TopologyFile::Chain { links } => {
+                if links.is_empty() {
+                    return Err(self.err("topology.links", "a chain needs at least one [[topology.links]]"));
+                }
+                let specs = links
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| self.link(&format!("topology.links[{i}]"), l))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Topology::chain(&specs)
+            }
+            TopologyFile::Dumbbell { pairs, access, bottleneck, egress } => {
+                if *pairs == 0 || *pairs > 10_000 {
+                    return Err(self.err("topology.pairs", "must be from 1 to 10000"));
+                }
+                let access = self.link("topology.access", access)?;
+                let bottleneck = self.link("topology.bottleneck", bottleneck)?;
+                let egress = match egress {
+                    Some(e) => self.link("topology.egress", e)?,
+                    None => access.clone(),
+                };
+                Topology::dumbbell(*pairs, &access, &bottleneck, &egress)
+            }
+        };
+        let default_ends = |i: usize| -> (String, String) {
+            match &f.topology {
+                TopologyFile::Chain { links } => ("n0".into(), format!("n{}", links.len())),
+                TopologyFile::Dumbbell { .. } => (format!("s{i}"), format!("r{i}")),
+            }
+        };
+        let mut flows = vec![];
+        for (i, fl) in f.flow.iter().enumerate() {
+            let key = format!("flow[{i}]");
+            let (from, to, start) = match fl {
+                FlowFile::Tcp(t) => (&t.from, &t.to, &t.start),
+                FlowFile::Udp(u) => (&u.from, &u.to, &u.start),
+            };
+            let (dfrom, dto) = default_ends(i);
+            let from = self.host(&topology, &format!("{key}.from"), from.as_deref().unwrap_or(&dfrom))?;
+            let to = self.host(&topology, &format!("{key}.to"), to.as_deref().unwrap_or(&dto))?;
+            if from == to {
+                return Err(self.err(format!("{key}.to"), "a flow needs two different hosts"));
+            }
+            let start = match start {
+                Some(s) => Instant::ZERO + self.time(&format!("{key}.start"), s)?,
+                None => Instant::ZERO,
+            };
+            flows.push(match fl {
+                FlowFile::Tcp(t) => FlowSpec::Tcp(self.tcp_flow(&key, t, from, to, start)?),
+                FlowFile::Udp(u) => FlowSpec::Udp(self.udp_flow(&key, u, from, to, start)?),
+            });
+        }
+        let trace_interval = match (&f.outputs.trace, &f.outputs.trace_interval) {
+            (false, _) => None,
+            (true, None) => Some(sample_interval),
+            (true, Some(s)) => {
+                let t = self.time("outputs.trace_interval", s)?;
+                if t < Duration::from_micros(1) {
+                    return Err(self.err("outputs.trace_interval", "must be at least 1us"));
+                }
+                Some(t)
+            }
+        };
+        for (i, name) in f.outputs.pcap.iter().enumerate() {
+            if !topology.links.iter().any(|(_, _, p)| &p.name == name) {
+                let names: Vec<&str> = topology.links.iter().map(|(_, _, p)| p.name.as_str()).collect();
+                return Err(self.err(
+                    format!("outputs.pcap[{i}]"),
+                    format!("no link direction named `{name}`; this topology has: {}", names.join(", ")),
+                ));
+            }
+        }
+        let name = f.name.clone().unwrap_or_else(|| {
+            self.path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
+        });
+        Ok(Scenario {
+            run: RunConfig {
+                name,
+                duration,
+                seed: f.seed,
+                sample_interval,
+                trace_interval,
+                pcap: vec![],
+            },
+            topology,
+            flows,
+            plots: f.outputs.plots,
+            pcap: f.outputs.pcap,
+        })
+    }
+
+    fn host(&self, topo: &Topology, key: &str, name: &str) -> Result<usize, ScenarioError> {
+        match topo.node(name) {
+            Some(n) if topo.nodes[n].kind == NodeKind::Host => Ok(n),
+            Some(_) => Err(self.err(key, format!("`{name}` is a router; flows run between hosts"))),
+            None => {
+                let hosts: Vec<&str> = topo
+                    .nodes
+                    .iter()
+                    .filter(|n| n.kind == NodeKind::Host)
+                    .map(|n| n.name.as_str())
+                    .collect();
+                Err(self.err(key, format!("no host named `{name}`; hosts are: {}", hosts.join(", "))))
+            }
+        }
+    }
+
+    fn tcp_flow(
+        &self,
+        key: &str,
+        t: &TcpFlowFile,
+        from: usize,
+        to: usize,
+        start: Instant,
+    ) -> Result<TcpFlowSpec, ScenarioError> {
+        let mut c = TcpConfig::default();
+        if let Some(cc) = &t.cc {
+            c.cc = match cc.as_str() {
+                "newreno" | "reno" => CcAlgorithm::NewReno,
+                "cubic" => CcAlgorithm::Cubic(CubicConfig::default()),
+                other => {
+                    return Err(self.err(format!("{key}.cc"), format!("unknown `{other}`: use \"newreno\" or \"cubic\"")))
+                }
+            };
+        }
+        if let Some(mss) = t.mss {
+            if !(64..=65000).contains(&mss) {
+                return Err(self.err(format!("{key}.mss"), "must be from 64 to 65000 bytes"));
+            }
+            c.mss = mss;
+        }
+        if let Some(s) = t.sack {
+            c.sack = s;
+        }
+        if let Some(n) = t.ack_every {
+            if !(1..=64).contains(&n) {
+                return Err(self.err(format!("{key}.ack_every"), "must be from 1 to 64 segments"));
+            }
+            c.ack = AckPolicy { every: n, delay: AckPolicy::DELAYED.delay };
+        }
+        if let Some(d) = &t.delayed_ack_timeout {
+            c.ack.delay = self.time(&format!("{key}.delayed_ack_timeout"), d)?;
+        }
+        if let Some(m) = &t.min_rto {
+            let m = self.time(&format!("{key}.min_rto"), m)?;
+            c.rto = RtoConfig { min_rto: m, ..RtoConfig::RFC6298 };
+        }
+        if let Some(iw) = &t.initial_window {
+            c.initial_window = match iw {
+                toml::Value::String(s) if s == "rfc3390" => InitialWindow::Rfc3390,
+                toml::Value::String(s) if s == "iw10" => InitialWindow::Iw10,
+                toml::Value::Integer(n) if (1..=1000).contains(n) => InitialWindow::Segments(*n as u32),
+                _ => {
+                    return Err(self.err(
+                        format!("{key}.initial_window"),
+                        "use \"rfc3390\", \"iw10\" or a number of segments from 1 to 1000",
+                    ))
+                }
+            };
+        }
+        let buf = |k: &str, v: &Option<String>, d: u64| -> Result<u64, ScenarioError> {
+            match v {
+                None => Ok(d),
+                Some(s) => match parse_size(s) {
+                    Ok(b) if b >= 2 * u64::from(c.mss) => Ok(b),
+                    Ok(_) => Err(self.err(format!("{key}.{k}"), "must hold at least two segments")),
+                    Err(m) => Err(self.err(format!("{key}.{k}"), m)),
+                },
+            }
+        };
+        c.recv_buffer_bytes = buf("recv_buffer", &t.recv_buffer, c.recv_buffer_bytes)?;
+        c.send_buffer_bytes = buf("send_buffer", &t.send_buffer, c.send_buffer_bytes)?;
+        if let Some(w) = t.window_scaling {
+            c.window_scaling = w;
+        }
+        if let Some(d) = t.dscp {
+            c.dscp = self.dscp(&format!("{key}.dscp"), d)?;
+        }
+        let size = match &t.size {
+            None => None,
+            Some(s) => match parse_size(s) {
+                Ok(0) => return Err(self.err(format!("{key}.size"), "must be above zero; omit it for an endless backlog")),
+                Ok(n) => Some(n),
+                Err(m) => return Err(self.err(format!("{key}.size"), m)),
+            },
+        };
+        Ok(TcpFlowSpec { from, to, config: c, start, size })
+    }
+
+    fn dscp(&self, key: &str, d: u8) -> Result<u8, ScenarioError> {
+        if d < 64 {
+            Ok(d)
+        } else {
+            Err(self.err(key, "a DSCP is 6 bits: 0 to 63"))
+        }
+    }
+
+    fn udp_flow(
+        &self,
+        key: &str,
+        u: &UdpFlowFile,
+        from: usize,
+        to: usize,
+        start: Instant,
+    ) -> Result<UdpFlowSpec, ScenarioError> {
+        let rate = parse_rate(&u.rate).map_err(|m| self.err(format!("{key}.rate"), m))?;
+        let packet_size = u.packet_size.unwrap_or(1500);
+        if !(29..=65535).contains(&packet_size) {
+            return Err(self.err(format!("{key}.packet_size"), "must be from 29 to 65535 bytes (IP and UDP headers included)"));
+        }
+        let arrivals = match u.arrivals.as_deref() {
+            None | Some("cbr") => Arrivals::Cbr,
+            Some("poisson") => Arrivals::Poisson,
+            Some(o) => return Err(self.err(format!("{key}.arrivals"), format!("unknown `{o}`: use \"cbr\" or \"poisson\""))),
+        };
+        let stop = match &u.stop {
+            None => None,
+            Some(s) => {
+                let t = Instant::ZERO + self.time(&format!("{key}.stop"), s)?;
+                if t <= start {
+                    return Err(self.err(format!("{key}.stop"), "must be after `start`"));
+                }
+                Some(t)
+            }
+        };
+        Ok(UdpFlowSpec {
+            from,
+            to,
+            rate,
+            packet_size,
+            arrivals,
+            start,
+            stop,
+            dscp: self.dscp(&format!("{key}.dscp"), u.dscp.unwrap_or(0))?,
+        })
+    }
+}
+
+/// The built-in reference scenario (`longhaul sim run` without a file): one NewReno
+/// flow with SACK over a 1 Gb/s, 100 ms, one-BDP DropTail bottleneck with random loss
+/// 1e-5, for 60 s.
+pub const REFERENCE: &str = include_str!("../scenarios/reference.toml");
+
+/// The reference scenario with the bottleneck's one-way delay and loss changed (the
+/// `bench` variants).
+pub fn reference(one_way_delay: &str, loss: f64) -> Result<Scenario, ScenarioError> {
+    let mut v: toml::Value = toml::from_str(REFERENCE).map_err(|e| syntax(Path::new("<reference>"), e))?;
+    crate::sweep::set_path(&mut v, "topology.links.1.delay", toml::Value::String(one_way_delay.into()))
+        .and_then(|_| crate::sweep::set_path(&mut v, "topology.links.1.loss", toml::Value::Float(loss)))
+        .map_err(|m| syntax(Path::new("<reference>"), m))?;
+    Scenario::from_value(v, Path::new("<reference>"))
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The queue limit of a link direction as built, for reports and tests.
+pub fn limit_of(topo: &Topology, name: &str) -> Option<QueueLimit> {
+    topo.links.iter().find(|(_, _, p)| p.name == name).map(|(_, _, p)| p.limit)
+}

@@ -1,0 +1,568 @@
+//! The simulation loop: nodes forward, links carry, endpoints run their engines.
+
+use std::path::PathBuf;
+
+use longhaul_proto::tcp::{Event as TcpEvent, TcpConnection};
+use longhaul_proto::{Duration, Instant};
+use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
+use rand::Rng;
+
+use crate::app::{Arrivals, Flow, FlowSpec, TcpFlow, UdpFlow};
+use crate::link::{Enqueued, Link};
+use crate::metrics::{FlowSummary, LinkSummary, RunResult, Summary, TraceRow};
+use crate::packet::{PacketId, PacketPool};
+use crate::pcap::PcapWriter;
+use crate::scheduler::{Event, Scheduler};
+use crate::topology::{addr_node, node_addr, NodeKind, Topology};
+
+/// Everything a run needs besides the network and the flows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// Scenario name (for outputs).
+    pub name: String,
+    /// Simulated time.
+    pub duration: Duration,
+    /// Seed of every random stream in the run.
+    pub seed: u64,
+    /// Interval of the goodput and queue series.
+    pub sample_interval: Duration,
+    /// Interval of the cwnd/RTT trace; `None` turns the trace off.
+    pub trace_interval: Option<Duration>,
+    /// Link directions to capture, with the pcap file for each.
+    pub pcap: Vec<(String, PathBuf)>,
+}
+
+const TCP_SENDER_PORT: u16 = 10000;
+const TCP_RECEIVER_PORT: u16 = 20000;
+const UDP_PORT: u16 = 30000;
+
+#[derive(Debug, Clone, Copy)]
+struct Endpoint {
+    protocol: u8,
+    port: u16,
+    flow: u32,
+    side: u8,
+}
+
+#[derive(Debug)]
+struct NodeRt {
+    kind: NodeKind,
+    routes: Vec<Option<u32>>,
+    endpoints: Vec<Endpoint>,
+}
+
+/// One simulation run.
+pub struct Simulation {
+    cfg: RunConfig,
+    topo: Topology,
+    sched: Scheduler,
+    pool: PacketPool,
+    nodes: Vec<NodeRt>,
+    links: Vec<Link>,
+    flows: Vec<Flow>,
+    pcaps: Vec<Option<PcapWriter>>,
+    /// Drops at nodes: no route, or a packet for an address nobody listens on.
+    unroutable: u64,
+    // Series.
+    last_delivered: Vec<u64>,
+    last_link_bytes: Vec<u64>,
+    goodput_series: Vec<Vec<f64>>,
+    link_tput_series: Vec<Vec<f64>>,
+    queue_series: Vec<Vec<u32>>,
+    sample_times: Vec<f64>,
+    trace: Vec<TraceRow>,
+}
+
+/// Errors a run can meet (bad specs are caught earlier, by the scenario loader).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A pcap file could not be written.
+    #[error("cannot write pcap {path}: {source}")]
+    Pcap {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The flow or link references are inconsistent.
+    #[error("{0}")]
+    Spec(String),
+}
+
+impl Simulation {
+    /// Builds a run of `flows` over `topo`.
+    pub fn new(cfg: RunConfig, topo: Topology, flows: Vec<FlowSpec>) -> Result<Self, RunError> {
+        let routes = topo.routes();
+        let mut nodes: Vec<NodeRt> = topo
+            .nodes
+            .iter()
+            .zip(routes)
+            .map(|(n, routes)| NodeRt { kind: n.kind, routes, endpoints: vec![] })
+            .collect();
+        let links: Vec<Link> = topo
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, (a, b, p))| Link::new(p.clone(), *a, *b, cfg.seed, i as u64))
+            .collect();
+        let mut pcaps: Vec<Option<PcapWriter>> = (0..links.len()).map(|_| None).collect();
+        for (name, path) in &cfg.pcap {
+            let i = links
+                .iter()
+                .position(|l| &l.params.name == name)
+                .ok_or_else(|| RunError::Spec(format!("pcap: no link direction named `{name}`")))?;
+            let w = PcapWriter::create(path)
+                .map_err(|source| RunError::Pcap { path: path.clone(), source })?;
+            pcaps[i] = Some(w);
+        }
+        let mut sched = Scheduler::new();
+        let mut rt_flows = Vec::with_capacity(flows.len());
+        for (i, f) in flows.into_iter().enumerate() {
+            let (from, to) = f.ends();
+            for n in [from, to] {
+                if n >= nodes.len() || nodes[n].kind != NodeKind::Host {
+                    return Err(RunError::Spec(format!("flow {i}: node {n} is not a host")));
+                }
+            }
+            if nodes[from].routes[to].is_none() {
+                return Err(RunError::Spec(format!(
+                    "flow {i}: no path from {} to {}",
+                    topo.nodes[from].name, topo.nodes[to].name
+                )));
+            }
+            let fi = i as u32;
+            let port_off = u16::try_from(i).ok().filter(|p| *p < 10000).ok_or_else(|| {
+                RunError::Spec("at most 10 000 flows per scenario".into())
+            })?;
+            sched.schedule(f.start(), Event::FlowStart(fi));
+            match f {
+                FlowSpec::Tcp(spec) => {
+                    let mut cfg_tcp = spec.config;
+                    cfg_tcp.checksum = Checksum::None;
+                    let (sp, rp) = (TCP_SENDER_PORT + port_off, TCP_RECEIVER_PORT + port_off);
+                    // Initial sequence numbers from the seed: deterministic, but not
+                    // all zero, so wrap-around is exercised.
+                    let iss = (cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
+                    let sender = TcpConnection::new(
+                        cfg_tcp,
+                        (node_addr(from), sp),
+                        (node_addr(to), rp),
+                        iss.wrapping_add(fi.wrapping_mul(7919)),
+                    );
+                    let receiver = TcpConnection::new(
+                        cfg_tcp,
+                        (node_addr(to), rp),
+                        (node_addr(from), sp),
+                        iss.wrapping_add(fi.wrapping_mul(104_729)),
+                    );
+                    nodes[from].endpoints.push(Endpoint { protocol: 6, port: sp, flow: fi, side: 0 });
+                    nodes[to].endpoints.push(Endpoint { protocol: 6, port: rp, flow: fi, side: 1 });
+                    rt_flows.push(Flow::Tcp(Box::new(TcpFlow {
+                        spec,
+                        ends: [sender, receiver],
+                        timer_at: [None; 2],
+                        completed_at: None,
+                    })));
+                }
+                FlowSpec::Udp(spec) => {
+                    nodes[to].endpoints.push(Endpoint {
+                        protocol: 17,
+                        port: UDP_PORT + port_off,
+                        flow: fi,
+                        side: 1,
+                    });
+                    rt_flows.push(Flow::Udp(Box::new(UdpFlow::new(spec, cfg.seed, i as u64))));
+                }
+            }
+        }
+        sched.schedule(Instant::ZERO + cfg.sample_interval, Event::Sample);
+        if let Some(ti) = cfg.trace_interval {
+            sched.schedule(Instant::ZERO + ti, Event::Trace);
+        }
+        let nf = rt_flows.len();
+        let nl = links.len();
+        Ok(Simulation {
+            cfg,
+            topo,
+            sched,
+            pool: PacketPool::default(),
+            nodes,
+            links,
+            flows: rt_flows,
+            pcaps,
+            unroutable: 0,
+            last_delivered: vec![0; nf],
+            last_link_bytes: vec![0; nl],
+            goodput_series: vec![vec![]; nf],
+            link_tput_series: vec![vec![]; nl],
+            queue_series: vec![vec![]; nl],
+            sample_times: vec![],
+            trace: vec![],
+        })
+    }
+
+    /// Runs to the end and returns the results.
+    pub fn run(mut self) -> Result<RunResult, RunError> {
+        let end = Instant::ZERO + self.cfg.duration;
+        while let Some(ev) = self.sched.pop_until(end) {
+            let now = self.sched.now();
+            match ev {
+                Event::LinkArrival(l) => self.on_link_arrival(now, l as usize),
+                Event::Timer(f, side) => self.on_timer(now, f as usize, usize::from(side)),
+                Event::FlowStart(f) => self.on_flow_start(now, f as usize),
+                Event::UdpSend(f) => self.on_udp_send(now, f as usize),
+                Event::Sample => self.on_sample(now),
+                Event::Trace => self.on_trace(now),
+            }
+        }
+        self.finish(end)
+    }
+
+    fn on_link_arrival(&mut self, now: Instant, l: usize) {
+        let (pkt, next) = self.links[l].pop_arrival(now);
+        if let Some(t) = next {
+            self.sched.schedule(t, Event::LinkArrival(l as u32));
+        }
+        if let Some(w) = &mut self.pcaps[l] {
+            w.write(now, self.pool.get(pkt));
+        }
+        let node = self.links[l].to;
+        self.deliver(now, node, pkt);
+    }
+
+    /// A packet reaches `node`: consume it there or forward it.
+    fn deliver(&mut self, now: Instant, node: usize, pkt: PacketId) {
+        let dst = addr_node(self.pool.get(pkt).dst_bits(), self.nodes.len());
+        match dst {
+            Some(d) if d == node => self.consume(now, node, pkt),
+            Some(d) => self.forward(now, node, d, pkt),
+            None => {
+                self.unroutable += 1;
+                self.pool.free(pkt);
+            }
+        }
+    }
+
+    fn forward(&mut self, now: Instant, node: usize, dst: usize, pkt: PacketId) {
+        let Some(l) = self.nodes[node].routes[dst] else {
+            self.unroutable += 1;
+            self.pool.free(pkt);
+            return;
+        };
+        let size = self.pool.get(pkt).wire_len();
+        match self.links[l as usize].enqueue(now, pkt, size) {
+            Enqueued::Accepted(Some(t)) => self.sched.schedule(t, Event::LinkArrival(l)),
+            Enqueued::Accepted(None) => {}
+            Enqueued::Lost | Enqueued::Overflow => self.pool.free(pkt),
+        }
+    }
+
+    fn consume(&mut self, now: Instant, node: usize, pkt: PacketId) {
+        let p = self.pool.get(pkt);
+        let hdr = p.header();
+        let ihl = usize::from(hdr[0] & 0x0f) * 4;
+        let protocol = hdr[9];
+        let port = hdr.get(ihl + 2..ihl + 4).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let ep = port.and_then(|port| {
+            self.nodes[node]
+                .endpoints
+                .iter()
+                .find(|e| e.protocol == protocol && e.port == port)
+                .copied()
+        });
+        let Some(ep) = ep else {
+            self.unroutable += 1;
+            self.pool.free(pkt);
+            return;
+        };
+        let f = ep.flow as usize;
+        match &mut self.flows[f] {
+            Flow::Tcp(t) => {
+                t.ends[usize::from(ep.side)].handle_datagram(now, p.header());
+                self.pool.free(pkt);
+                self.drive_tcp(now, f, usize::from(ep.side));
+            }
+            Flow::Udp(u) => {
+                let d = now.saturating_duration_since(p.sent_at).as_nanos() as u64;
+                u.recv_pkts += 1;
+                u.recv_bytes += u64::from(p.payload_len);
+                u.delay_sum_ns += u128::from(d);
+                u.delay_max_ns = u.delay_max_ns.max(d);
+                if let Some(prev) = u.last_delay_ns {
+                    // RFC 3550 §6.4.1: J += (|D(i-1,i)| - J) / 16
+                    u.jitter_ns += ((d as f64 - prev as f64).abs() - u.jitter_ns) / 16.0;
+                }
+                u.last_delay_ns = Some(d);
+                self.pool.free(pkt);
+            }
+        }
+    }
+
+    /// Drains a TCP end: transmissions, events, then its timer.
+    fn drive_tcp(&mut self, now: Instant, f: usize, side: usize) {
+        let Flow::Tcp(t) = &mut self.flows[f] else { return };
+        let node = if side == 0 { t.spec.from } else { t.spec.to };
+        let dst = if side == 0 { t.spec.to } else { t.spec.from };
+        loop {
+            let id = self.pool.alloc(now);
+            let Flow::Tcp(t) = &mut self.flows[f] else { unreachable!() };
+            let p = self.pool.get_mut(id);
+            match t.ends[side].poll_transmit(now, &mut p.hdr) {
+                Some(tx) => {
+                    p.hdr_len = tx.header_len as u8;
+                    p.payload_len = tx.payload_len as u32;
+                    self.forward(now, node, dst, id);
+                }
+                None => {
+                    self.pool.free(id);
+                    break;
+                }
+            }
+        }
+        let Flow::Tcp(t) = &mut self.flows[f] else { unreachable!() };
+        while let Some(ev) = t.ends[side].poll_event() {
+            if let TcpEvent::PeerFinished { .. } = ev {
+                t.completed_at.get_or_insert(now);
+            }
+        }
+        // Lazy timer: keep an earlier event (it fires early, which is a no-op, and
+        // re-arms); push a new one only when the deadline moved earlier.
+        match (t.timer_at[side], t.ends[side].poll_timeout()) {
+            (_, None) => {}
+            (Some(at), Some(d)) if at <= d => {}
+            (_, Some(d)) => {
+                t.timer_at[side] = Some(d);
+                self.sched.schedule(d, Event::Timer(f as u32, side as u8));
+            }
+        }
+    }
+
+    fn on_timer(&mut self, now: Instant, f: usize, side: usize) {
+        let Flow::Tcp(t) = &mut self.flows[f] else { return };
+        if t.timer_at[side] != Some(now) {
+            return; // superseded by an earlier event that already re-armed
+        }
+        t.timer_at[side] = None;
+        t.ends[side].handle_timeout(now);
+        self.drive_tcp(now, f, side);
+    }
+
+    fn on_flow_start(&mut self, now: Instant, f: usize) {
+        match &mut self.flows[f] {
+            Flow::Tcp(t) => {
+                let [sender, receiver] = &mut t.ends;
+                receiver.listen().expect("fresh connection");
+                sender.connect(now).expect("fresh connection");
+                match t.spec.size {
+                    Some(n) => {
+                        sender.send(n).expect("open");
+                        sender.close().expect("open");
+                    }
+                    None => sender.send(u64::MAX).expect("open"),
+                }
+                self.drive_tcp(now, f, 0);
+            }
+            Flow::Udp(_) => self.on_udp_send(now, f),
+        }
+    }
+
+    fn on_udp_send(&mut self, now: Instant, f: usize) {
+        let Flow::Udp(u) = &mut self.flows[f] else { return };
+        if u.spec.stop.is_some_and(|s| now >= s) {
+            return;
+        }
+        let (from, to) = (u.spec.from, u.spec.to);
+        let payload_len = u.spec.packet_size as usize - 20 - udp::HEADER_LEN;
+        let id = self.pool.alloc(now);
+        let p = self.pool.get_mut(id);
+        let ip = Ipv4Repr {
+            src_addr: node_addr(from),
+            dst_addr: node_addr(to),
+            protocol: IpProtocol::Udp,
+            payload_len: udp::HEADER_LEN + payload_len,
+            ttl: 64,
+            dscp: u.spec.dscp,
+        };
+        ip.emit(&mut p.hdr, Checksum::None);
+        let port = UDP_PORT + f as u16;
+        UdpRepr { src_port: port, dst_port: port, payload_len }.emit(
+            &mut p.hdr[20..28],
+            ip.src_addr,
+            ip.dst_addr,
+            Checksum::None,
+        );
+        p.hdr_len = 28;
+        p.payload_len = payload_len as u32;
+        u.sent_pkts += 1;
+        let gap = match u.spec.arrivals {
+            Arrivals::Cbr => u.mean_gap,
+            Arrivals::Poisson => {
+                let x: f64 = u.rng.gen::<f64>();
+                u.mean_gap.mul_f64(-(1.0 - x).ln())
+            }
+        };
+        self.sched.schedule(now + gap, Event::UdpSend(f as u32));
+        self.forward(now, from, to, id);
+    }
+
+    fn on_sample(&mut self, now: Instant) {
+        let secs = self.cfg.sample_interval.as_secs_f64();
+        self.sample_times.push(now.as_secs_f64());
+        for (i, f) in self.flows.iter().enumerate() {
+            let d = f.delivered_bytes();
+            self.goodput_series[i].push((d - self.last_delivered[i]) as f64 * 8e-6 / secs);
+            self.last_delivered[i] = d;
+        }
+        for (i, l) in self.links.iter_mut().enumerate() {
+            let b = l.stats.delivered_bytes;
+            self.link_tput_series[i].push((b - self.last_link_bytes[i]) as f64 * 8e-6 / secs);
+            self.last_link_bytes[i] = b;
+            self.queue_series[i].push(l.queue_pkts(now));
+        }
+        self.sched.schedule(now + self.cfg.sample_interval, Event::Sample);
+    }
+
+    fn on_trace(&mut self, now: Instant) {
+        for (i, f) in self.flows.iter().enumerate() {
+            if let Flow::Tcp(t) = f {
+                let c = &t.ends[0];
+                self.trace.push(TraceRow {
+                    time_s: now.as_secs_f64(),
+                    flow: i,
+                    cwnd_bytes: c.cwnd(),
+                    ssthresh_bytes: c.ssthresh(),
+                    srtt_ms: c.rtt().srtt().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+                    in_flight_bytes: c.in_flight(),
+                    delivered_bytes: t.ends[1].delivered_bytes(),
+                });
+            }
+        }
+        if let Some(ti) = self.cfg.trace_interval {
+            self.sched.schedule(now + ti, Event::Trace);
+        }
+    }
+
+    fn finish(mut self, end: Instant) -> Result<RunResult, RunError> {
+        for (i, w) in self.pcaps.iter_mut().enumerate() {
+            if let Some(w) = w.take() {
+                let path = self.cfg.pcap.iter().find(|(n, _)| *n == self.links[i].params.name);
+                w.finish().map_err(|source| RunError::Pcap {
+                    path: path.map(|p| p.1.clone()).unwrap_or_default(),
+                    source,
+                })?;
+            }
+        }
+        let dur = self.cfg.duration.as_secs_f64();
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| flow_summary(i, f, &self.topo, end))
+            .collect();
+        let links = self
+            .links
+            .iter()
+            .map(|l| LinkSummary {
+                name: l.params.name.clone(),
+                from: self.topo.nodes[l.from].name.clone(),
+                to: self.topo.nodes[l.to].name.clone(),
+                rate_mbps: l.params.rate.as_mbps_f64(),
+                delay_ms: l.params.delay.as_secs_f64() * 1e3,
+                utilisation: l.busy_ns_until(end) as f64 / self.cfg.duration.as_nanos() as f64,
+                delivered_pkts: l.stats.delivered_pkts,
+                delivered_bytes: l.stats.delivered_bytes,
+                drops_queue: l.stats.drops_queue,
+                drops_loss: l.stats.drops_loss,
+                mean_queue_waiting_pkts: l.stats.wait_ns as f64 / self.cfg.duration.as_nanos() as f64,
+                max_queue_pkts: l.stats.max_queue_pkts,
+            })
+            .collect();
+        let summary = Summary::new(
+            self.cfg.name.clone(),
+            self.cfg.seed,
+            dur,
+            self.sched.executed(),
+            self.pool.capacity() as u64,
+            self.unroutable,
+            flows,
+            links,
+        );
+        Ok(RunResult {
+            summary,
+            sample_times: self.sample_times,
+            goodput_series: self.goodput_series,
+            link_names: self.links.iter().map(|l| l.params.name.clone()).collect(),
+            link_tput_series: self.link_tput_series,
+            queue_series: self.queue_series,
+            trace: self.trace,
+        })
+    }
+}
+
+fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummary {
+    let mut s = FlowSummary {
+        id: i,
+        protocol: String::new(),
+        from: String::new(),
+        to: String::new(),
+        start_s: 0.0,
+        delivered_bytes: f.delivered_bytes(),
+        goodput_mbps: 0.0,
+        completion_time_s: None,
+        cc: None,
+        retransmits: None,
+        timeouts: None,
+        fast_recoveries: None,
+        data_segments_sent: None,
+        srtt_ms: None,
+        min_rtt_ms: None,
+        sent_pkts: None,
+        received_pkts: None,
+        loss_rate: None,
+        mean_delay_ms: None,
+        max_delay_ms: None,
+        jitter_ms: None,
+    };
+    let (start, stop) = match f {
+        Flow::Tcp(t) => {
+            let c = &t.ends[0];
+            s.protocol = "tcp".into();
+            s.from = topo.nodes[t.spec.from].name.clone();
+            s.to = topo.nodes[t.spec.to].name.clone();
+            s.cc = Some(match t.spec.config.cc {
+                longhaul_proto::cc::CcAlgorithm::NewReno => "newreno".into(),
+                longhaul_proto::cc::CcAlgorithm::Cubic(_) => "cubic".into(),
+            });
+            let st = c.stats();
+            s.retransmits = Some(st.retransmits);
+            s.timeouts = Some(st.timeouts);
+            s.fast_recoveries = Some(st.fast_recoveries);
+            s.data_segments_sent = Some(st.data_segments_sent);
+            s.srtt_ms = c.rtt().srtt().map(|d| d.as_secs_f64() * 1e3);
+            s.min_rtt_ms = c.rtt().srtt().map(|_| c.rtt().min_rtt().as_secs_f64() * 1e3);
+            s.completion_time_s = t.completed_at.map(|c| (c - t.spec.start).as_secs_f64());
+            (t.spec.start, t.completed_at.unwrap_or(end))
+        }
+        Flow::Udp(u) => {
+            s.protocol = "udp".into();
+            s.from = topo.nodes[u.spec.from].name.clone();
+            s.to = topo.nodes[u.spec.to].name.clone();
+            s.sent_pkts = Some(u.sent_pkts);
+            s.received_pkts = Some(u.recv_pkts);
+            s.loss_rate = (u.sent_pkts > 0)
+                .then(|| 1.0 - u.recv_pkts as f64 / u.sent_pkts as f64);
+            if u.recv_pkts > 0 {
+                s.mean_delay_ms = Some(u.delay_sum_ns as f64 / u.recv_pkts as f64 * 1e-6);
+                s.max_delay_ms = Some(u.delay_max_ns as f64 * 1e-6);
+                s.jitter_ms = Some(u.jitter_ns * 1e-6);
+            }
+            (u.spec.start, u.spec.stop.unwrap_or(end).min(end))
+        }
+    };
+    s.start_s = start.as_secs_f64();
+    let active = stop.saturating_duration_since(start).as_secs_f64();
+    if active > 0.0 {
+        s.goodput_mbps = s.delivered_bytes as f64 * 8e-6 / active;
+    }
+    s
+}

@@ -1,0 +1,221 @@
+//! Networks as data: nodes, bidirectional links, and builders for a chain and a
+//! dumbbell. Routing is static: shortest path in hops, computed once.
+//!
+//! ```text
+//!  chain:     n0 --link0-- n1 --link1-- n2 ... nK
+//!
+//!  dumbbell:  s0 --access0--\                           /--egress0-- r0
+//!             s1 --access1--- left ==bottleneck== right --egress1--- r1
+//!             ...          /                           \            ...
+//! ```
+//! Addresses: node `i` is `10.0.0.0 + i + 1`.
+
+use longhaul_proto::{Bandwidth, Duration};
+use longhaul_wire::Ipv4Address;
+
+use crate::link::{LinkParams, QueueLimit};
+use crate::loss::LossModel;
+
+/// Whether a node ends flows or only forwards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// An end host: runs applications.
+    Host,
+    /// A router: forwards by destination address.
+    Router,
+}
+
+/// A node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Name used in scenarios and outputs.
+    pub name: String,
+    /// Host or router.
+    pub kind: NodeKind,
+}
+
+/// The queue limit of a link as written: fixed, or in bandwidth-delay products.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QueueSpec {
+    /// A fixed limit.
+    Limit(QueueLimit),
+    /// `f` times the link's rate times the path's base RTT, in bytes.
+    Bdp(f64),
+}
+
+/// One bidirectional link as written in a scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkSpec {
+    /// Rate in each direction.
+    pub rate: Bandwidth,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Queue limit in each direction.
+    pub queue: QueueSpec,
+    /// Loss on the forward direction (away from the first node).
+    pub loss: LossModel,
+    /// Loss on the reverse direction.
+    pub loss_reverse: LossModel,
+}
+
+impl LinkSpec {
+    /// A lossless link with a queue of one BDP.
+    pub fn new(rate: Bandwidth, delay: Duration) -> Self {
+        LinkSpec {
+            rate,
+            delay,
+            queue: QueueSpec::Bdp(1.0),
+            loss: LossModel::None,
+            loss_reverse: LossModel::None,
+        }
+    }
+}
+
+/// A network: nodes and link directions (forward and reverse of each link are
+/// separate entries, `2i` and `2i + 1`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Topology {
+    /// Nodes.
+    pub nodes: Vec<Node>,
+    /// Link directions with their endpoints.
+    pub links: Vec<(usize, usize, LinkParams)>,
+}
+
+/// The address of node `i`.
+pub fn node_addr(i: usize) -> Ipv4Address {
+    Ipv4Address::from_bits(0x0a00_0001 + i as u32)
+}
+
+/// The node with address `bits`, if the address is in longhaul's plan.
+pub fn addr_node(bits: u32, nodes: usize) -> Option<usize> {
+    let i = bits.checked_sub(0x0a00_0001)? as usize;
+    (i < nodes).then_some(i)
+}
+
+impl Topology {
+    /// An empty network.
+    pub fn new() -> Self {
+        Topology { nodes: vec![], links: vec![] }
+    }
+
+    /// Adds a node; returns its index.
+    pub fn add_node(&mut self, name: impl Into<String>, kind: NodeKind) -> usize {
+        self.nodes.push(Node { name: name.into(), kind });
+        self.nodes.len() - 1
+    }
+
+    /// Adds a bidirectional link between `a` and `b`, named `name` (forward, a to b)
+    /// and `name.rev`; `rtt` is the base RTT used to size a queue given in BDPs.
+    pub fn add_link(&mut self, name: &str, a: usize, b: usize, spec: &LinkSpec, rtt: Duration) {
+        let limit = match spec.queue {
+            QueueSpec::Limit(l) => l,
+            QueueSpec::Bdp(f) => {
+                let bytes = (spec.rate.bytes_in(rtt) as f64 * f).round() as u64;
+                // Never less than two full packets, or nothing could be queued at all.
+                QueueLimit::Bytes(bytes.max(3000))
+            }
+        };
+        let dir = |name: String, loss| LinkParams { name, rate: spec.rate, delay: spec.delay, limit, loss };
+        self.links.push((a, b, dir(name.to_string(), spec.loss)));
+        self.links.push((b, a, dir(format!("{name}.rev"), spec.loss_reverse)));
+    }
+
+    /// The node called `name`.
+    pub fn node(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// A chain `n0 - n1 - ... - nK` of `links.len()` links; the ends are hosts and
+    /// the inner nodes routers. Queues given in BDPs use the end-to-end base RTT.
+    pub fn chain(links: &[LinkSpec]) -> Self {
+        let mut t = Topology::new();
+        let rtt = links.iter().map(|l| l.delay).sum::<Duration>() * 2;
+        for i in 0..=links.len() {
+            let kind = if i == 0 || i == links.len() { NodeKind::Host } else { NodeKind::Router };
+            t.add_node(format!("n{i}"), kind);
+        }
+        for (i, l) in links.iter().enumerate() {
+            t.add_link(&format!("link{i}"), i, i + 1, l, rtt);
+        }
+        t
+    }
+
+    /// A dumbbell of `pairs` sender/receiver pairs (`s0..`, `r0..`) around routers
+    /// `left` and `right`. Queues given in BDPs use the sender-to-receiver base RTT.
+    pub fn dumbbell(pairs: usize, access: &LinkSpec, bottleneck: &LinkSpec, egress: &LinkSpec) -> Self {
+        let mut t = Topology::new();
+        let rtt = (access.delay + bottleneck.delay + egress.delay) * 2;
+        let left = t.add_node("left", NodeKind::Router);
+        let right = t.add_node("right", NodeKind::Router);
+        t.add_link("bottleneck", left, right, bottleneck, rtt);
+        for i in 0..pairs {
+            let s = t.add_node(format!("s{i}"), NodeKind::Host);
+            let r = t.add_node(format!("r{i}"), NodeKind::Host);
+            t.add_link(&format!("access{i}"), s, left, access, rtt);
+            t.add_link(&format!("egress{i}"), right, r, egress, rtt);
+        }
+        t
+    }
+
+    /// Next-hop link direction from every node towards every node (`None` where
+    /// unreachable or local): `routes[from][to]`. Breadth-first, so shortest in hops;
+    /// ties go to the link added first.
+    pub fn routes(&self) -> Vec<Vec<Option<u32>>> {
+        let n = self.nodes.len();
+        let mut out = vec![vec![None; n]; n];
+        for (src, row) in out.iter_mut().enumerate() {
+            // BFS from src, remembering the first link taken.
+            let mut first: Vec<Option<u32>> = vec![None; n];
+            let mut seen = vec![false; n];
+            seen[src] = true;
+            let mut frontier = std::collections::VecDeque::from([src]);
+            while let Some(u) = frontier.pop_front() {
+                for (li, (a, b, _)) in self.links.iter().enumerate() {
+                    if *a == u && !seen[*b] {
+                        seen[*b] = true;
+                        first[*b] = if u == src { Some(li as u32) } else { first[u] };
+                        frontier.push_back(*b);
+                    }
+                }
+            }
+            *row = first;
+        }
+        out
+    }
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dumbbell_routes_through_the_bottleneck() {
+        let l = LinkSpec::new(Bandwidth::from_mbps(100), Duration::from_millis(1));
+        let t = Topology::dumbbell(2, &l, &l, &l);
+        let routes = t.routes();
+        let s1 = t.node("s1").unwrap();
+        let r0 = t.node("r0").unwrap();
+        let left = t.node("left").unwrap();
+        let first = routes[s1][r0].unwrap() as usize;
+        assert_eq!(t.links[first].2.name, "access1");
+        let second = routes[left][r0].unwrap() as usize;
+        assert_eq!(t.links[second].2.name, "bottleneck");
+        assert_eq!(routes[s1][s1], None);
+        // 1 BDP at 100 Mb/s and a 6 ms RTT = 75 000 bytes.
+        assert_eq!(t.links[0].2.limit, QueueLimit::Bytes(75_000));
+    }
+
+    #[test]
+    fn addresses_round_trip() {
+        assert_eq!(node_addr(0), Ipv4Address::new(10, 0, 0, 1));
+        assert_eq!(addr_node(node_addr(7).to_bits(), 8), Some(7));
+        assert_eq!(addr_node(node_addr(8).to_bits(), 8), None);
+        assert_eq!(addr_node(5, 8), None);
+    }
+}

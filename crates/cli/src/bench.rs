@@ -30,14 +30,24 @@ fn peak_rss_kib() -> Option<u64> {
 
 #[allow(clippy::disallowed_methods)] // the bench timer: the one place that reads the clock
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
-    if !(0.0..1.0).contains(&args.loss) || args.duration_s <= 0.0 || args.rtt_ms.iter().any(|r| *r <= 0.0) {
+    if !(0.0..1.0).contains(&args.loss)
+        || args.duration_s <= 0.0
+        || args.rtt_ms.iter().any(|r| *r <= 0.0)
+    {
         return Err(Failure::input(anyhow::anyhow!(
             "--loss must be in [0, 1), --duration-s and every --rtt-ms above zero"
         )));
     }
     println!(
         "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12}",
-        "RTT ms", "goodput", "data segs", "events", "wall s", "data segs/s", "events/s", "wall/sim-s"
+        "RTT ms",
+        "goodput",
+        "data segs",
+        "events",
+        "wall s",
+        "data segs/s",
+        "events/s",
+        "wall/sim-s"
     );
     for &rtt in &args.rtt_ms {
         let mut s = reference(&format!("{}us", rtt * 500.0), args.loss).map_err(Failure::input)?;
@@ -63,7 +73,10 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         );
     }
     if let Some(kib) = peak_rss_kib() {
-        println!("peak memory (VmHWM) of this process: {:.1} MiB", kib as f64 / 1024.0);
+        println!(
+            "peak memory (VmHWM) of this process: {:.1} MiB",
+            kib as f64 / 1024.0
+        );
     }
     Ok(())
 }

@@ -33,14 +33,20 @@ pub struct Failure {
 
 impl<E: Into<anyhow::Error>> From<E> for Failure {
     fn from(e: E) -> Self {
-        Failure { error: e.into(), input: false }
+        Failure {
+            error: e.into(),
+            input: false,
+        }
     }
 }
 
 impl Failure {
     /// A failure caused by the user's input (exit code 2).
     pub fn input(error: impl Into<anyhow::Error>) -> Self {
-        Failure { error: error.into(), input: true }
+        Failure {
+            error: error.into(),
+            input: true,
+        }
     }
 }
 

@@ -48,7 +48,13 @@ enum SimCommand {
 
 pub fn run(args: SimArgs) -> Result<(), Failure> {
     match args.command {
-        SimCommand::Run { path, out, jobs, seed, quiet } => run_cmd(path, out, jobs, seed, quiet),
+        SimCommand::Run {
+            path,
+            out,
+            jobs,
+            seed,
+            quiet,
+        } => run_cmd(path, out, jobs, seed, quiet),
         SimCommand::Check { path } => {
             let job = load(&path)?;
             println!("{}: {} run(s), all valid", path.display(), job.len());
@@ -63,7 +69,13 @@ pub fn run(args: SimArgs) -> Result<(), Failure> {
 }
 
 fn load(path: &Path) -> Result<Job, Failure> {
-    Job::load(path).map_err(|e| if e.is_input_error() { Failure::input(e) } else { e.into() })
+    Job::load(path).map_err(|e| {
+        if e.is_input_error() {
+            Failure::input(e)
+        } else {
+            e.into()
+        }
+    })
 }
 
 fn run_cmd(
@@ -76,19 +88,27 @@ fn run_cmd(
     let (mut job, default_out) = match &path {
         Some(p) => (load(p)?, PathBuf::from("results").join(run_name(p))),
         None => {
-            let s = Scenario::parse(longhaul_sim::scenario::REFERENCE, Path::new("<built-in reference>"))
-                .map_err(Failure::input)?;
+            let s = Scenario::parse(
+                longhaul_sim::scenario::REFERENCE,
+                Path::new("<built-in reference>"),
+            )
+            .map_err(Failure::input)?;
             (Job::Scenarios(vec![s]), PathBuf::from("results/reference"))
         }
     };
     if let Some(seed) = seed {
         match &mut job {
             Job::Scenarios(list) => list.iter_mut().for_each(|s| s.run.seed = seed),
-            Job::Sweep(sw) => sw.points.iter_mut().for_each(|p| p.scenario.run.seed = seed),
+            Job::Sweep(sw) => sw
+                .points
+                .iter_mut()
+                .for_each(|p| p.scenario.run.seed = seed),
         }
     }
     let out = out.unwrap_or(default_out);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs.unwrap_or(0)).build()?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.unwrap_or(0))
+        .build()?;
     let bar = if quiet || job.len() < 2 {
         ProgressBar::hidden()
     } else {
@@ -133,7 +153,8 @@ fn print_table(summaries: &[Summary]) {
                 f.id,
                 f.protocol,
                 f.goodput_mbps,
-                f.completion_time_s.map_or("-".into(), |c| format!("{c:.3}")),
+                f.completion_time_s
+                    .map_or("-".into(), |c| format!("{c:.3}")),
                 f.retransmits.map_or("-".into(), |c| c.to_string()),
                 f.timeouts.map_or("-".into(), |c| c.to_string()),
             );

@@ -47,19 +47,24 @@ pub struct RttEstimator {
     latest: Duration,
     min_rtt: Duration,
     backoff_shift: u32,
+    /// The RTO, recomputed on every sample and backoff (read on every ACK).
+    rto: Duration,
 }
 
 impl RttEstimator {
     /// An estimator with no samples yet.
     pub fn new(config: RtoConfig) -> Self {
-        RttEstimator {
+        let mut e = RttEstimator {
             config,
             srtt: None,
             rttvar: Duration::ZERO,
             latest: Duration::ZERO,
             min_rtt: Duration::MAX,
             backoff_shift: 0,
-        }
+            rto: Duration::ZERO,
+        };
+        e.rto = e.compute_rto();
+        e
     }
 
     /// Takes a sample `r` (Karn's rule is the caller's: never sample a retransmitted
@@ -79,7 +84,7 @@ impl RttEstimator {
             //# RTTVAR <- (1 - beta) * RTTVAR + beta * |SRTT - R'|
             //# SRTT <- (1 - alpha) * SRTT + alpha * R'
             Some(srtt) => {
-                let err = if srtt > r { srtt - r } else { r - srtt };
+                let err = srtt.abs_diff(r);
                 self.rttvar = self.rttvar * 3 / 4 + err / 4;
                 self.srtt = Some(srtt * 7 / 8 + r / 8);
             }
@@ -87,6 +92,7 @@ impl RttEstimator {
         // A new sample after a retransmission timeout ends the backoff (RFC 6298 5.7
         // leaves this to the implementation; Linux does the same).
         self.backoff_shift = 0;
+        self.rto = self.compute_rto();
     }
 
     /// The smoothed RTT, if any sample has been taken.
@@ -108,6 +114,10 @@ impl RttEstimator {
 
     /// The current RTO, with backoff applied and the bounds enforced.
     pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    fn compute_rto(&self) -> Duration {
         let base = match self.srtt {
             //# (2.3) RTO <- SRTT + max (G, K*RTTVAR), where K = 4.
             Some(srtt) => srtt + self.config.granularity.max(self.rttvar * 4),
@@ -117,13 +127,15 @@ impl RttEstimator {
         //# RTO SHOULD be rounded up to 1 second.
         // (The minimum is configurable: `RtoConfig::LINUX` uses 200 ms.)
         let rto = base.max(self.config.min_rto);
-        rto.saturating_mul(1 << self.backoff_shift.min(16)).min(self.config.max_rto)
+        rto.saturating_mul(1 << self.backoff_shift.min(16))
+            .min(self.config.max_rto)
     }
 
     /// Doubles the RTO after a timeout.
     //# (5.5) The host MUST set RTO <- RTO * 2 ("back off the timer").
     pub fn on_timeout(&mut self) {
         self.backoff_shift = (self.backoff_shift + 1).min(16);
+        self.rto = self.compute_rto();
     }
 }
 
@@ -133,7 +145,10 @@ mod tests {
 
     #[test]
     fn rfc6298_first_and_subsequent_samples() {
-        let mut e = RttEstimator::new(RtoConfig { min_rto: Duration::ZERO, ..RtoConfig::RFC6298 });
+        let mut e = RttEstimator::new(RtoConfig {
+            min_rto: Duration::ZERO,
+            ..RtoConfig::RFC6298
+        });
         assert_eq!(e.rto(), Duration::from_secs(1));
         e.on_sample(Duration::from_millis(100));
         assert_eq!(e.srtt(), Some(Duration::from_millis(100)));

@@ -25,6 +25,9 @@ mod tests {
         let reference = TcpSeqNumber(u32::MAX - 100);
         let seq = reference + 1000;
         assert_eq!(unwrap_tcp(seq, reference, 5_000_000_000), 5_000_001_000);
-        assert_eq!(unwrap_tcp(TcpSeqNumber(u32::MAX - 200), reference, 500), 400);
+        assert_eq!(
+            unwrap_tcp(TcpSeqNumber(u32::MAX - 200), reference, 500),
+            400
+        );
     }
 }

@@ -37,7 +37,10 @@ impl Instant {
 impl core::ops::Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        Instant(
+            self.0
+                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )
     }
 }
 
@@ -122,6 +125,9 @@ mod tests {
         let t = Instant::from_nanos(10) + Duration::from_nanos(5);
         assert_eq!(t.as_nanos(), 15);
         assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
-        assert_eq!(t.saturating_duration_since(Instant::from_nanos(20)), Duration::ZERO);
+        assert_eq!(
+            t.saturating_duration_since(Instant::from_nanos(20)),
+            Duration::ZERO
+        );
     }
 }

@@ -89,10 +89,17 @@ pub fn simulate(scenario: &Scenario) -> Result<RunResult, RunError> {
 
 /// Runs `scenario` and writes its results (and any pcap it asks for) into `dir`.
 pub fn run_to_dir(scenario: &Scenario, dir: &Path) -> Result<RunResult, Error> {
-    let out_err = |source| Error::Output { path: dir.to_owned(), source };
+    let out_err = |source| Error::Output {
+        path: dir.to_owned(),
+        source,
+    };
     std::fs::create_dir_all(dir).map_err(out_err)?;
     let mut run = scenario.run.clone();
-    run.pcap = scenario.pcap.iter().map(|l| (l.clone(), dir.join(format!("{l}.pcap")))).collect();
+    run.pcap = scenario
+        .pcap
+        .iter()
+        .map(|l| (l.clone(), dir.join(format!("{l}.pcap"))))
+        .collect();
     let result = Simulation::new(run, scenario.topology.clone(), scenario.flows.clone())?.run()?;
     output::write_run(dir, &result, scenario.plots).map_err(out_err)?;
     Ok(result)
@@ -119,7 +126,8 @@ impl Job {
         if !path.is_dir() {
             return Err(Error::Input {
                 path: path.to_owned(),
-                message: "no such file or folder; give a scenario .toml file or a folder of them".into(),
+                message: "no such file or folder; give a scenario .toml file or a folder of them"
+                    .into(),
             });
         }
         let sweep = path.join("sweep.toml");
@@ -127,7 +135,10 @@ impl Job {
             return Ok(Job::Sweep(Sweep::load(&sweep)?));
         }
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|e| Error::Input { path: path.to_owned(), message: e.to_string() })?
+            .map_err(|e| Error::Input {
+                path: path.to_owned(),
+                message: e.to_string(),
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "toml"))
             .collect();
@@ -138,7 +149,10 @@ impl Job {
                 message: "holds no *.toml scenario files and no sweep.toml".into(),
             });
         }
-        let scenarios = files.iter().map(|f| Scenario::load(f)).collect::<Result<Vec<_>, _>>()?;
+        let scenarios = files
+            .iter()
+            .map(|f| Scenario::load(f))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Job::Scenarios(scenarios))
     }
 
@@ -176,13 +190,16 @@ impl Job {
                     .par_iter()
                     .enumerate()
                     .map(|(i, p)| {
-                        let r = run_to_dir(&p.scenario, &out.join(format!("point-{i:04}"))).map(|r| r.summary);
+                        let r = run_to_dir(&p.scenario, &out.join(format!("point-{i:04}")))
+                            .map(|r| r.summary);
                         progress();
                         r
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                write_sweep_csv(out, sw, &summaries)
-                    .map_err(|source| Error::Output { path: out.to_owned(), source })?;
+                write_sweep_csv(out, sw, &summaries).map_err(|source| Error::Output {
+                    path: out.to_owned(),
+                    source,
+                })?;
                 Ok(summaries)
             }
         }
@@ -204,12 +221,16 @@ impl Job {
 
 fn write_sweep_csv(out: &Path, sw: &Sweep, summaries: &[Summary]) -> std::io::Result<()> {
     use std::fmt::Write as _;
-    let keys: Vec<&str> = sw.points.first().map_or(vec![], |p| p.params.iter().map(|(k, _)| k.as_str()).collect());
+    let keys: Vec<&str> = sw.points.first().map_or(vec![], |p| {
+        p.params.iter().map(|(k, _)| k.as_str()).collect()
+    });
     let mut csv = String::from("point,");
     for k in &keys {
         let _ = write!(csv, "{k},");
     }
-    csv.push_str("flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts\n");
+    csv.push_str(
+        "flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts\n",
+    );
     for (i, (p, s)) in sw.points.iter().zip(summaries).enumerate() {
         for f in &s.flows {
             let _ = write!(csv, "{i},");
@@ -223,7 +244,8 @@ fn write_sweep_csv(out: &Path, sw: &Sweep, summaries: &[Summary]) -> std::io::Re
                 f.protocol,
                 f.goodput_mbps,
                 f.delivered_bytes,
-                f.completion_time_s.map_or(String::new(), |c| format!("{c:.6}")),
+                f.completion_time_s
+                    .map_or(String::new(), |c| format!("{c:.6}")),
                 f.retransmits.map_or(String::new(), |c| c.to_string()),
                 f.timeouts.map_or(String::new(), |c| c.to_string()),
             );

@@ -90,6 +90,9 @@ pub struct Link {
     queued_pkts: u32,
     queued_bytes: u64,
     busy_until: u64,
+    /// Serialisation time per byte, ns, in 32.32 fixed point (rounded up), so the
+    /// per-packet path multiplies instead of dividing.
+    ns_per_byte_fp: u128,
     /// Counters.
     pub stats: LinkStats,
 }
@@ -110,6 +113,8 @@ impl Link {
     /// A link direction from node `from` to node `to`; `stream` selects its RNG stream.
     pub fn new(params: LinkParams, from: usize, to: usize, seed: u64, stream: u64) -> Self {
         Link {
+            ns_per_byte_fp: (8_000_000_000u128 << 32)
+                .div_ceil(u128::from(params.rate.as_bps().max(1))),
             loss: LossProcess::new(params.loss, seed, stream),
             params,
             from,
@@ -154,7 +159,7 @@ impl Link {
             return Enqueued::Overflow;
         }
         let start = now.max(self.busy_until);
-        let tx = self.params.rate.tx_time_nanos(u64::from(size));
+        let tx = ((u128::from(size) * self.ns_per_byte_fp).div_ceil(1 << 32)) as u64;
         let finish = start + tx;
         let arrive = finish + self.params.delay.as_nanos() as u64;
         self.busy_until = finish;
@@ -165,7 +170,12 @@ impl Link {
         self.queued_bytes += u64::from(size);
         self.stats.max_queue_pkts = self.stats.max_queue_pkts.max(self.queued_pkts);
         let was_empty = self.ring.is_empty();
-        self.ring.push_back(InFlight { arrive, finish, size, pkt });
+        self.ring.push_back(InFlight {
+            arrive,
+            finish,
+            size,
+            pkt,
+        });
         Enqueued::Accepted(was_empty.then(|| Instant::from_nanos(arrive)))
     }
 
@@ -174,12 +184,18 @@ impl Link {
     #[inline]
     pub fn pop_arrival(&mut self, now: Instant) -> (PacketId, Option<Instant>) {
         self.advance(now.as_nanos());
-        let head = self.ring.pop_front().expect("arrival event without a packet");
+        let head = self
+            .ring
+            .pop_front()
+            .expect("arrival event without a packet");
         debug_assert_eq!(head.arrive, now.as_nanos());
         self.departed -= 1;
         self.stats.delivered_pkts += 1;
         self.stats.delivered_bytes += u64::from(head.size);
-        (head.pkt, self.ring.front().map(|e| Instant::from_nanos(e.arrive)))
+        (
+            head.pkt,
+            self.ring.front().map(|e| Instant::from_nanos(e.arrive)),
+        )
     }
 
     /// Packets in the queue at `now` (waiting or being sent).
@@ -219,7 +235,10 @@ mod tests {
     fn fifo_timing_and_one_event_per_busy_period() {
         let mut l = link(QueueLimit::Packets(10));
         let t0 = Instant::ZERO;
-        assert_eq!(l.enqueue(t0, 1, 1000), Enqueued::Accepted(Some(Instant::from_nanos(1_100_000))));
+        assert_eq!(
+            l.enqueue(t0, 1, 1000),
+            Enqueued::Accepted(Some(Instant::from_nanos(1_100_000)))
+        );
         assert_eq!(l.enqueue(t0, 2, 500), Enqueued::Accepted(None));
         assert_eq!(l.queue_pkts(t0), 2);
         assert_eq!(l.queue_pkts(Instant::from_nanos(1_000_000)), 1);
@@ -234,15 +253,30 @@ mod tests {
     #[test]
     fn droptail_in_packets_and_bytes() {
         let mut l = link(QueueLimit::Packets(2));
-        assert!(matches!(l.enqueue(Instant::ZERO, 1, 100), Enqueued::Accepted(_)));
-        assert!(matches!(l.enqueue(Instant::ZERO, 2, 100), Enqueued::Accepted(_)));
+        assert!(matches!(
+            l.enqueue(Instant::ZERO, 1, 100),
+            Enqueued::Accepted(_)
+        ));
+        assert!(matches!(
+            l.enqueue(Instant::ZERO, 2, 100),
+            Enqueued::Accepted(_)
+        ));
         assert_eq!(l.enqueue(Instant::ZERO, 3, 100), Enqueued::Overflow);
         // After the first has been sent there is room again.
-        assert!(matches!(l.enqueue(Instant::from_nanos(100_000), 4, 100), Enqueued::Accepted(_)));
+        assert!(matches!(
+            l.enqueue(Instant::from_nanos(100_000), 4, 100),
+            Enqueued::Accepted(_)
+        ));
         let mut l = link(QueueLimit::Bytes(1500));
-        assert!(matches!(l.enqueue(Instant::ZERO, 1, 1000), Enqueued::Accepted(_)));
+        assert!(matches!(
+            l.enqueue(Instant::ZERO, 1, 1000),
+            Enqueued::Accepted(_)
+        ));
         assert_eq!(l.enqueue(Instant::ZERO, 2, 1000), Enqueued::Overflow);
-        assert!(matches!(l.enqueue(Instant::ZERO, 3, 500), Enqueued::Accepted(_)));
+        assert!(matches!(
+            l.enqueue(Instant::ZERO, 3, 500),
+            Enqueued::Accepted(_)
+        ));
         assert_eq!(l.stats.drops_queue, 1);
     }
 }

@@ -32,7 +32,12 @@ impl LossModel {
         match *self {
             LossModel::None => 0.0,
             LossModel::Bernoulli { p } => p,
-            LossModel::GilbertElliott { p_good_to_bad, p_bad_to_good, loss_good, loss_bad } => {
+            LossModel::GilbertElliott {
+                p_good_to_bad,
+                p_bad_to_good,
+                loss_good,
+                loss_bad,
+            } => {
                 let pi_bad = p_good_to_bad / (p_good_to_bad + p_bad_to_good);
                 (1.0 - pi_bad) * loss_good + pi_bad * loss_bad
             }
@@ -56,7 +61,11 @@ impl LossProcess {
         for _ in 0..=stream {
             rng.jump();
         }
-        LossProcess { model, rng, bad: false }
+        LossProcess {
+            model,
+            rng,
+            bad: false,
+        }
     }
 
     /// Whether the next packet is lost.
@@ -65,8 +74,17 @@ impl LossProcess {
         match self.model {
             LossModel::None => false,
             LossModel::Bernoulli { p } => self.rng.gen::<f64>() < p,
-            LossModel::GilbertElliott { p_good_to_bad, p_bad_to_good, loss_good, loss_bad } => {
-                let flip = if self.bad { p_bad_to_good } else { p_good_to_bad };
+            LossModel::GilbertElliott {
+                p_good_to_bad,
+                p_bad_to_good,
+                loss_good,
+                loss_bad,
+            } => {
+                let flip = if self.bad {
+                    p_bad_to_good
+                } else {
+                    p_good_to_bad
+                };
                 if self.rng.gen::<f64>() < flip {
                     self.bad = !self.bad;
                 }
@@ -114,9 +132,18 @@ mod tests {
     #[test]
     fn streams_differ_and_repeat() {
         let m = LossModel::Bernoulli { p: 0.5 };
-        let a: Vec<bool> = { let mut l = LossProcess::new(m, 3, 0); (0..64).map(|_| l.lose()).collect() };
-        let b: Vec<bool> = { let mut l = LossProcess::new(m, 3, 1); (0..64).map(|_| l.lose()).collect() };
-        let c: Vec<bool> = { let mut l = LossProcess::new(m, 3, 0); (0..64).map(|_| l.lose()).collect() };
+        let a: Vec<bool> = {
+            let mut l = LossProcess::new(m, 3, 0);
+            (0..64).map(|_| l.lose()).collect()
+        };
+        let b: Vec<bool> = {
+            let mut l = LossProcess::new(m, 3, 1);
+            (0..64).map(|_| l.lose()).collect()
+        };
+        let c: Vec<bool> = {
+            let mut l = LossProcess::new(m, 3, 0);
+            (0..64).map(|_| l.lose()).collect()
+        };
         assert_ne!(a, b);
         assert_eq!(a, c);
     }

@@ -21,32 +21,46 @@ pub struct FlowSummary {
     /// end of the run), Mb/s.
     pub goodput_mbps: f64,
     /// Time from start to the last byte delivered, for finite transfers that finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub completion_time_s: Option<f64>,
     /// Congestion control (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cc: Option<String>,
     /// Segments retransmitted (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retransmits: Option<u64>,
     /// Retransmission timeouts (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeouts: Option<u64>,
     /// Fast-recovery episodes (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fast_recoveries: Option<u64>,
     /// Segments of new data sent (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub data_segments_sent: Option<u64>,
     /// Smoothed RTT at the end, ms (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub srtt_ms: Option<f64>,
     /// Smallest RTT sample, ms (TCP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_rtt_ms: Option<f64>,
     /// Packets sent (UDP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_pkts: Option<u64>,
     /// Packets received (UDP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub received_pkts: Option<u64>,
     /// 1 - received/sent (UDP; packets still in flight at the end count as lost).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub loss_rate: Option<f64>,
     /// Mean one-way delay, ms (UDP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mean_delay_ms: Option<f64>,
     /// Largest one-way delay, ms (UDP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_delay_ms: Option<f64>,
     /// RFC 3550 interarrival jitter at the end, ms (UDP).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
 }
 

@@ -26,7 +26,12 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
 
     let mut links = String::from("time_s,link,throughput_mbps,queue_pkts\n");
     for (i, name) in r.link_names.iter().enumerate() {
-        for ((t, v), q) in r.sample_times.iter().zip(&r.link_tput_series[i]).zip(&r.queue_series[i]) {
+        for ((t, v), q) in r
+            .sample_times
+            .iter()
+            .zip(&r.link_tput_series[i])
+            .zip(&r.queue_series[i])
+        {
             let _ = writeln!(links, "{t:.6},{name},{v:.6},{q}");
         }
     }
@@ -37,11 +42,21 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
             "time_s,flow,cwnd_bytes,ssthresh_bytes,srtt_ms,in_flight_bytes,delivered_bytes\n",
         );
         for row in &r.trace {
-            let ss = if row.ssthresh_bytes == u64::MAX { String::new() } else { row.ssthresh_bytes.to_string() };
+            let ss = if row.ssthresh_bytes == u64::MAX {
+                String::new()
+            } else {
+                row.ssthresh_bytes.to_string()
+            };
             let _ = writeln!(
                 tr,
                 "{:.6},{},{},{},{:.6},{},{}",
-                row.time_s, row.flow, row.cwnd_bytes, ss, row.srtt_ms, row.in_flight_bytes, row.delivered_bytes
+                row.time_s,
+                row.flow,
+                row.cwnd_bytes,
+                ss,
+                row.srtt_ms,
+                row.in_flight_bytes,
+                row.delivered_bytes
             );
         }
         std::fs::write(dir.join("trace.csv"), tr)?;

@@ -49,7 +49,12 @@ pub struct PacketPool {
 impl PacketPool {
     /// Takes a slot, initialised to an empty packet sent at `now`.
     pub fn alloc(&mut self, now: Instant) -> PacketId {
-        let blank = Packet { hdr: [0; MAX_TRANSMIT_HEADER], hdr_len: 0, payload_len: 0, sent_at: now };
+        let blank = Packet {
+            hdr: [0; MAX_TRANSMIT_HEADER],
+            hdr_len: 0,
+            payload_len: 0,
+            sent_at: now,
+        };
         match self.free.pop() {
             Some(id) => {
                 let p = &mut self.slots[id as usize];

@@ -73,7 +73,9 @@ impl PcapWriter {
 }
 
 fn fill_checksums(hdr: &mut [u8]) {
-    let Ok(mut ip) = Ipv4Packet::new_checked(&mut *hdr) else { return };
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut *hdr) else {
+        return;
+    };
     ip.fill_checksum();
     let (src, dst): (Ipv4Address, Ipv4Address) = (ip.src_addr(), ip.dst_addr());
     let seg_len = ip.payload_len();

@@ -14,7 +14,11 @@ fn register_font() {
     FONT.call_once(|| {
         // Registering a valid embedded TTF cannot fail; if it somehow did, plotters
         // reports a font error when drawing, which the caller surfaces.
-        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            dejavu::sans::regular(),
+        );
     });
 }
 
@@ -29,21 +33,40 @@ fn draw(path: &Path, title: &str, y_label: &str, series: &[Series]) -> Res {
     register_font();
     let root = BitMapBackend::new(path, (1024, 576)).into_drawing_area();
     root.fill(&WHITE)?;
-    let x_max = series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).fold(0.0, f64::max).max(1e-9);
-    let y_max = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0, f64::max).max(1e-9) * 1.1;
+    let x_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0, f64::max)
+        .max(1e-9);
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.1;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart.configure_mesh().x_desc("time (s)").y_desc(y_label).label_style(("sans-serif", 14)).draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("time (s)")
+        .y_desc(y_label)
+        .label_style(("sans-serif", 14))
+        .draw()?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(s.points.iter().copied(), color.stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                color.stroke_width(2),
+            ))?
             .label(s.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
     }
     if series.len() > 1 || series.iter().any(|s| !s.label.is_empty()) {
         chart
@@ -66,10 +89,20 @@ pub fn throughput(path: &Path, r: &RunResult) -> Res {
         .take(12)
         .map(|(i, s)| Series {
             label: format!("flow {i} ({})", r.summary.flows[i].protocol),
-            points: r.sample_times.iter().copied().zip(s.iter().copied()).collect(),
+            points: r
+                .sample_times
+                .iter()
+                .copied()
+                .zip(s.iter().copied())
+                .collect(),
         })
         .collect();
-    draw(path, &format!("{}: goodput", r.summary.scenario), "goodput (Mb/s)", &series)
+    draw(
+        path,
+        &format!("{}: goodput", r.summary.scenario),
+        "goodput (Mb/s)",
+        &series,
+    )
 }
 
 /// Queue length of the busiest link directions against time.
@@ -81,10 +114,20 @@ pub fn queues(path: &Path, r: &RunResult) -> Res {
         .take(4)
         .map(|i| Series {
             label: r.link_names[i].clone(),
-            points: r.sample_times.iter().copied().zip(r.queue_series[i].iter().map(|&q| f64::from(q))).collect(),
+            points: r
+                .sample_times
+                .iter()
+                .copied()
+                .zip(r.queue_series[i].iter().map(|&q| f64::from(q)))
+                .collect(),
         })
         .collect();
-    draw(path, &format!("{}: queue length", r.summary.scenario), "packets", &series)
+    draw(
+        path,
+        &format!("{}: queue length", r.summary.scenario),
+        "packets",
+        &series,
+    )
 }
 
 /// Congestion window of every traced TCP flow against time.
@@ -103,5 +146,10 @@ pub fn cwnd(path: &Path, r: &RunResult) -> Res {
                 .collect(),
         })
         .collect();
-    draw(path, &format!("{}: congestion window", r.summary.scenario), "cwnd (kB)", &series)
+    draw(
+        path,
+        &format!("{}: congestion window", r.summary.scenario),
+        "cwnd (kB)",
+        &series,
+    )
 }

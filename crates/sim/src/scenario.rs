@@ -127,7 +127,12 @@ struct OutputsFile {
 
 impl Default for OutputsFile {
     fn default() -> Self {
-        OutputsFile { plots: true, trace: false, trace_interval: None, pcap: vec![] }
+        OutputsFile {
+            plots: true,
+            trace: false,
+            trace_interval: None,
+            pcap: vec![],
+        }
     }
 }
 
@@ -135,6 +140,8 @@ fn yes() -> bool {
     true
 }
 
+// Parsed once per file: the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 enum TopologyFile {
@@ -174,8 +181,15 @@ enum LossFile {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "model", rename_all = "kebab-case", deny_unknown_fields)]
 enum LossTable {
-    Bernoulli { p: f64 },
-    GilbertElliott { p_good_to_bad: f64, p_bad_to_good: f64, loss_good: Option<f64>, loss_bad: Option<f64> },
+    Bernoulli {
+        p: f64,
+    },
+    GilbertElliott {
+        p_good_to_bad: f64,
+        p_bad_to_good: f64,
+        loss_good: Option<f64>,
+        loss_bad: Option<f64>,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -223,15 +237,18 @@ struct UdpFlowFile {
 impl Scenario {
     /// Loads and validates the scenario file at `path`.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         Self::parse(&text, path)
     }
 
     /// Parses scenario text; `path` is used in error messages and as the default name.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
-        let value: toml::Value = toml::from_str(text).map_err(|e| syntax(path, e))?;
-        Self::from_value(value, path)
+        // Straight from text (not via `toml::Value`) so errors carry line and column.
+        let file: File = toml::from_str(text).map_err(|e| syntax(path, e))?;
+        Loader { path }.build(file)
     }
 
     /// Builds a scenario from a parsed TOML document (sweeps edit the document first).
@@ -242,7 +259,10 @@ impl Scenario {
 }
 
 fn syntax(path: &Path, e: impl std::fmt::Display) -> ScenarioError {
-    ScenarioError::Syntax { path: path.to_owned(), message: e.to_string().trim_end().to_string() }
+    ScenarioError::Syntax {
+        path: path.to_owned(),
+        message: e.to_string().trim_end().to_string(),
+    }
 }
 
 struct Loader<'a> {
@@ -251,7 +271,11 @@ struct Loader<'a> {
 
 impl Loader<'_> {
     fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ScenarioError {
-        ScenarioError::Invalid { path: self.path.to_owned(), key: key.into(), message: message.into() }
+        ScenarioError::Invalid {
+            path: self.path.to_owned(),
+            key: key.into(),
+            message: message.into(),
+        }
     }
 
     fn time(&self, key: &str, s: &str) -> Result<Duration, ScenarioError> {
@@ -262,7 +286,10 @@ impl Loader<'_> {
         if (0.0..=1.0).contains(&p) {
             Ok(p)
         } else {
-            Err(self.err(key, format!("{p} is not a probability: use a number from 0 to 1")))
+            Err(self.err(
+                key,
+                format!("{p} is not a probability: use a number from 0 to 1"),
+            ))
         }
     }
 
@@ -315,12 +342,18 @@ impl Loader<'_> {
             None => Duration::from_secs(1).min(duration),
         };
         if sample_interval.is_zero() || sample_interval > duration {
-            return Err(self.err("sample_interval", "must be above zero and at most `duration`"));
+            return Err(self.err(
+                "sample_interval",
+                "must be above zero and at most `duration`",
+            ));
         }
         let topology = match &f.topology {
             TopologyFile::Chain { links } => {
                 if links.is_empty() {
-                    return Err(self.err("topology.links", "a chain needs at least one [[topology.links]]"));
+                    return Err(self.err(
+                        "topology.links",
+                        "a chain needs at least one [[topology.links]]",
+                    ));
                 }
                 let specs = links
                     .iter()
@@ -329,7 +362,12 @@ impl Loader<'_> {
                     .collect::<Result<Vec<_>, _>>()?;
                 Topology::chain(&specs)
             }
-            TopologyFile::Dumbbell { pairs, access, bottleneck, egress } => {
+            TopologyFile::Dumbbell {
+                pairs,
+                access,
+                bottleneck,
+                egress,
+            } => {
                 if *pairs == 0 || *pairs > 10_000 {
                     return Err(self.err("topology.pairs", "must be from 1 to 10000"));
                 }
@@ -356,8 +394,16 @@ impl Loader<'_> {
                 FlowFile::Udp(u) => (&u.from, &u.to, &u.start),
             };
             let (dfrom, dto) = default_ends(i);
-            let from = self.host(&topology, &format!("{key}.from"), from.as_deref().unwrap_or(&dfrom))?;
-            let to = self.host(&topology, &format!("{key}.to"), to.as_deref().unwrap_or(&dto))?;
+            let from = self.host(
+                &topology,
+                &format!("{key}.from"),
+                from.as_deref().unwrap_or(&dfrom),
+            )?;
+            let to = self.host(
+                &topology,
+                &format!("{key}.to"),
+                to.as_deref().unwrap_or(&dto),
+            )?;
             if from == to {
                 return Err(self.err(format!("{key}.to"), "a flow needs two different hosts"));
             }
@@ -383,15 +429,24 @@ impl Loader<'_> {
         };
         for (i, name) in f.outputs.pcap.iter().enumerate() {
             if !topology.links.iter().any(|(_, _, p)| &p.name == name) {
-                let names: Vec<&str> = topology.links.iter().map(|(_, _, p)| p.name.as_str()).collect();
+                let names: Vec<&str> = topology
+                    .links
+                    .iter()
+                    .map(|(_, _, p)| p.name.as_str())
+                    .collect();
                 return Err(self.err(
                     format!("outputs.pcap[{i}]"),
-                    format!("no link direction named `{name}`; this topology has: {}", names.join(", ")),
+                    format!(
+                        "no link direction named `{name}`; this topology has: {}",
+                        names.join(", ")
+                    ),
                 ));
             }
         }
         let name = f.name.clone().unwrap_or_else(|| {
-            self.path.file_stem().map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
+            self.path
+                .file_stem()
+                .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())
         });
         Ok(Scenario {
             run: RunConfig {
@@ -412,7 +467,10 @@ impl Loader<'_> {
     fn host(&self, topo: &Topology, key: &str, name: &str) -> Result<usize, ScenarioError> {
         match topo.node(name) {
             Some(n) if topo.nodes[n].kind == NodeKind::Host => Ok(n),
-            Some(_) => Err(self.err(key, format!("`{name}` is a router; flows run between hosts"))),
+            Some(_) => Err(self.err(
+                key,
+                format!("`{name}` is a router; flows run between hosts"),
+            )),
             None => {
                 let hosts: Vec<&str> = topo
                     .nodes
@@ -420,7 +478,10 @@ impl Loader<'_> {
                     .filter(|n| n.kind == NodeKind::Host)
                     .map(|n| n.name.as_str())
                     .collect();
-                Err(self.err(key, format!("no host named `{name}`; hosts are: {}", hosts.join(", "))))
+                Err(self.err(
+                    key,
+                    format!("no host named `{name}`; hosts are: {}", hosts.join(", ")),
+                ))
             }
         }
     }
@@ -439,7 +500,10 @@ impl Loader<'_> {
                 "newreno" | "reno" => CcAlgorithm::NewReno,
                 "cubic" => CcAlgorithm::Cubic(CubicConfig::default()),
                 other => {
-                    return Err(self.err(format!("{key}.cc"), format!("unknown `{other}`: use \"newreno\" or \"cubic\"")))
+                    return Err(self.err(
+                        format!("{key}.cc"),
+                        format!("unknown `{other}`: use \"newreno\" or \"cubic\""),
+                    ))
                 }
             };
         }
@@ -456,20 +520,28 @@ impl Loader<'_> {
             if !(1..=64).contains(&n) {
                 return Err(self.err(format!("{key}.ack_every"), "must be from 1 to 64 segments"));
             }
-            c.ack = AckPolicy { every: n, delay: AckPolicy::DELAYED.delay };
+            c.ack = AckPolicy {
+                every: n,
+                delay: AckPolicy::DELAYED.delay,
+            };
         }
         if let Some(d) = &t.delayed_ack_timeout {
             c.ack.delay = self.time(&format!("{key}.delayed_ack_timeout"), d)?;
         }
         if let Some(m) = &t.min_rto {
             let m = self.time(&format!("{key}.min_rto"), m)?;
-            c.rto = RtoConfig { min_rto: m, ..RtoConfig::RFC6298 };
+            c.rto = RtoConfig {
+                min_rto: m,
+                ..RtoConfig::RFC6298
+            };
         }
         if let Some(iw) = &t.initial_window {
             c.initial_window = match iw {
                 toml::Value::String(s) if s == "rfc3390" => InitialWindow::Rfc3390,
                 toml::Value::String(s) if s == "iw10" => InitialWindow::Iw10,
-                toml::Value::Integer(n) if (1..=1000).contains(n) => InitialWindow::Segments(*n as u32),
+                toml::Value::Integer(n) if (1..=1000).contains(n) => {
+                    InitialWindow::Segments(*n as u32)
+                }
                 _ => {
                     return Err(self.err(
                         format!("{key}.initial_window"),
@@ -499,12 +571,23 @@ impl Loader<'_> {
         let size = match &t.size {
             None => None,
             Some(s) => match parse_size(s) {
-                Ok(0) => return Err(self.err(format!("{key}.size"), "must be above zero; omit it for an endless backlog")),
+                Ok(0) => {
+                    return Err(self.err(
+                        format!("{key}.size"),
+                        "must be above zero; omit it for an endless backlog",
+                    ))
+                }
                 Ok(n) => Some(n),
                 Err(m) => return Err(self.err(format!("{key}.size"), m)),
             },
         };
-        Ok(TcpFlowSpec { from, to, config: c, start, size })
+        Ok(TcpFlowSpec {
+            from,
+            to,
+            config: c,
+            start,
+            size,
+        })
     }
 
     fn dscp(&self, key: &str, d: u8) -> Result<u8, ScenarioError> {
@@ -526,12 +609,20 @@ impl Loader<'_> {
         let rate = parse_rate(&u.rate).map_err(|m| self.err(format!("{key}.rate"), m))?;
         let packet_size = u.packet_size.unwrap_or(1500);
         if !(29..=65535).contains(&packet_size) {
-            return Err(self.err(format!("{key}.packet_size"), "must be from 29 to 65535 bytes (IP and UDP headers included)"));
+            return Err(self.err(
+                format!("{key}.packet_size"),
+                "must be from 29 to 65535 bytes (IP and UDP headers included)",
+            ));
         }
         let arrivals = match u.arrivals.as_deref() {
             None | Some("cbr") => Arrivals::Cbr,
             Some("poisson") => Arrivals::Poisson,
-            Some(o) => return Err(self.err(format!("{key}.arrivals"), format!("unknown `{o}`: use \"cbr\" or \"poisson\""))),
+            Some(o) => {
+                return Err(self.err(
+                    format!("{key}.arrivals"),
+                    format!("unknown `{o}`: use \"cbr\" or \"poisson\""),
+                ))
+            }
         };
         let stop = match &u.stop {
             None => None,
@@ -564,10 +655,15 @@ pub const REFERENCE: &str = include_str!("../scenarios/reference.toml");
 /// The reference scenario with the bottleneck's one-way delay and loss changed (the
 /// `bench` variants).
 pub fn reference(one_way_delay: &str, loss: f64) -> Result<Scenario, ScenarioError> {
-    let mut v: toml::Value = toml::from_str(REFERENCE).map_err(|e| syntax(Path::new("<reference>"), e))?;
-    crate::sweep::set_path(&mut v, "topology.links.1.delay", toml::Value::String(one_way_delay.into()))
-        .and_then(|_| crate::sweep::set_path(&mut v, "topology.links.1.loss", toml::Value::Float(loss)))
-        .map_err(|m| syntax(Path::new("<reference>"), m))?;
+    let mut v: toml::Value =
+        toml::from_str(REFERENCE).map_err(|e| syntax(Path::new("<reference>"), e))?;
+    crate::sweep::set_path(
+        &mut v,
+        "topology.links.1.delay",
+        toml::Value::String(one_way_delay.into()),
+    )
+    .and_then(|_| crate::sweep::set_path(&mut v, "topology.links.1.loss", toml::Value::Float(loss)))
+    .map_err(|m| syntax(Path::new("<reference>"), m))?;
     Scenario::from_value(v, Path::new("<reference>"))
 }
 
@@ -576,5 +672,8 @@ mod tests;
 
 /// The queue limit of a link direction as built, for reports and tests.
 pub fn limit_of(topo: &Topology, name: &str) -> Option<QueueLimit> {
-    topo.links.iter().find(|(_, _, p)| p.name == name).map(|(_, _, p)| p.limit)
+    topo.links
+        .iter()
+        .find(|(_, _, p)| p.name == name)
+        .map(|(_, _, p)| p.limit)
 }

@@ -67,19 +67,52 @@ impl Scheduler {
     pub fn schedule(&mut self, time: Instant, event: Event) {
         debug_assert!(time >= self.now, "event scheduled in the past");
         self.seq += 1;
-        self.heap.push(Reverse(Entry { time: time.as_nanos(), seq: self.seq, event }));
+        self.heap.push(Reverse(Entry {
+            time: time.as_nanos(),
+            seq: self.seq,
+            event,
+        }));
     }
 
     /// Pops the next event at or before `until`, advancing the clock to it.
     pub fn pop_until(&mut self, until: Instant) -> Option<Event> {
+        let e = self.peek_until(until)?;
+        self.pop_current();
+        Some(e)
+    }
+
+    /// Returns the next event at or before `until` and advances the clock to it, but
+    /// leaves it at the top of the heap: the caller must then call exactly one of
+    /// [`pop_current`](Self::pop_current) or [`replace_current`](Self::replace_current)
+    /// before scheduling anything else.
+    pub fn peek_until(&mut self, until: Instant) -> Option<Event> {
         let Reverse(head) = self.heap.peek()?;
         if head.time > until.as_nanos() {
             return None;
         }
-        let Reverse(e) = self.heap.pop()?;
-        self.now = Instant::from_nanos(e.time);
+        self.now = Instant::from_nanos(head.time);
         self.executed += 1;
-        Some(e.event)
+        Some(head.event)
+    }
+
+    /// Removes the event [`peek_until`](Self::peek_until) returned.
+    pub fn pop_current(&mut self) {
+        self.heap.pop();
+    }
+
+    /// Replaces the event [`peek_until`](Self::peek_until) returned with `event` at
+    /// `time`: one sift instead of a pop and a push. A link uses it to pass the turn
+    /// to its next packet.
+    pub fn replace_current(&mut self, time: Instant, event: Event) {
+        debug_assert!(time >= self.now, "event scheduled in the past");
+        self.seq += 1;
+        if let Some(mut top) = self.heap.peek_mut() {
+            *top = Reverse(Entry {
+                time: time.as_nanos(),
+                seq: self.seq,
+                event,
+            });
+        }
     }
 
     /// Entries pending.
@@ -108,10 +141,28 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| s.pop_until(Instant::MAX)).collect();
         assert_eq!(
             order,
-            vec![Event::Trace, Event::Sample, Event::FlowStart(9), Event::LinkArrival(0)]
+            vec![
+                Event::Trace,
+                Event::Sample,
+                Event::FlowStart(9),
+                Event::LinkArrival(0)
+            ]
         );
         assert_eq!(s.now(), t);
         assert_eq!(s.executed(), 4);
+    }
+
+    #[test]
+    fn replace_current_keeps_the_order() {
+        let mut s = Scheduler::new();
+        s.schedule(Instant::from_nanos(1), Event::LinkArrival(0));
+        s.schedule(Instant::from_nanos(4), Event::Sample);
+        assert_eq!(s.peek_until(Instant::MAX), Some(Event::LinkArrival(0)));
+        s.replace_current(Instant::from_nanos(4), Event::LinkArrival(0));
+        // Same time as Sample but inserted later: Sample first.
+        assert_eq!(s.pop_until(Instant::MAX), Some(Event::Sample));
+        assert_eq!(s.pop_until(Instant::MAX), Some(Event::LinkArrival(0)));
+        assert!(s.is_empty());
     }
 
     #[test]

@@ -97,7 +97,11 @@ impl Simulation {
             .nodes
             .iter()
             .zip(routes)
-            .map(|(n, routes)| NodeRt { kind: n.kind, routes, endpoints: vec![] })
+            .map(|(n, routes)| NodeRt {
+                kind: n.kind,
+                routes,
+                endpoints: vec![],
+            })
             .collect();
         let links: Vec<Link> = topo
             .links
@@ -111,8 +115,10 @@ impl Simulation {
                 .iter()
                 .position(|l| &l.params.name == name)
                 .ok_or_else(|| RunError::Spec(format!("pcap: no link direction named `{name}`")))?;
-            let w = PcapWriter::create(path)
-                .map_err(|source| RunError::Pcap { path: path.clone(), source })?;
+            let w = PcapWriter::create(path).map_err(|source| RunError::Pcap {
+                path: path.clone(),
+                source,
+            })?;
             pcaps[i] = Some(w);
         }
         let mut sched = Scheduler::new();
@@ -131,9 +137,10 @@ impl Simulation {
                 )));
             }
             let fi = i as u32;
-            let port_off = u16::try_from(i).ok().filter(|p| *p < 10000).ok_or_else(|| {
-                RunError::Spec("at most 10 000 flows per scenario".into())
-            })?;
+            let port_off = u16::try_from(i)
+                .ok()
+                .filter(|p| *p < 10000)
+                .ok_or_else(|| RunError::Spec("at most 10 000 flows per scenario".into()))?;
             sched.schedule(f.start(), Event::FlowStart(fi));
             match f {
                 FlowSpec::Tcp(spec) => {
@@ -155,8 +162,18 @@ impl Simulation {
                         (node_addr(from), sp),
                         iss.wrapping_add(fi.wrapping_mul(104_729)),
                     );
-                    nodes[from].endpoints.push(Endpoint { protocol: 6, port: sp, flow: fi, side: 0 });
-                    nodes[to].endpoints.push(Endpoint { protocol: 6, port: rp, flow: fi, side: 1 });
+                    nodes[from].endpoints.push(Endpoint {
+                        protocol: 6,
+                        port: sp,
+                        flow: fi,
+                        side: 0,
+                    });
+                    nodes[to].endpoints.push(Endpoint {
+                        protocol: 6,
+                        port: rp,
+                        flow: fi,
+                        side: 1,
+                    });
                     rt_flows.push(Flow::Tcp(Box::new(TcpFlow {
                         spec,
                         ends: [sender, receiver],
@@ -204,10 +221,15 @@ impl Simulation {
     /// Runs to the end and returns the results.
     pub fn run(mut self) -> Result<RunResult, RunError> {
         let end = Instant::ZERO + self.cfg.duration;
-        while let Some(ev) = self.sched.pop_until(end) {
+        while let Some(ev) = self.sched.peek_until(end) {
             let now = self.sched.now();
+            if let Event::LinkArrival(l) = ev {
+                self.on_link_arrival(now, l as usize);
+                continue;
+            }
+            self.sched.pop_current();
             match ev {
-                Event::LinkArrival(l) => self.on_link_arrival(now, l as usize),
+                Event::LinkArrival(_) => unreachable!("handled above"),
                 Event::Timer(f, side) => self.on_timer(now, f as usize, usize::from(side)),
                 Event::FlowStart(f) => self.on_flow_start(now, f as usize),
                 Event::UdpSend(f) => self.on_udp_send(now, f as usize),
@@ -219,9 +241,12 @@ impl Simulation {
     }
 
     fn on_link_arrival(&mut self, now: Instant, l: usize) {
+        // The link's event is still at the top of the heap: hand it to the link's
+        // next packet, or retire it, before anything else is scheduled.
         let (pkt, next) = self.links[l].pop_arrival(now);
-        if let Some(t) = next {
-            self.sched.schedule(t, Event::LinkArrival(l as u32));
+        match next {
+            Some(t) => self.sched.replace_current(t, Event::LinkArrival(l as u32)),
+            None => self.sched.pop_current(),
         }
         if let Some(w) = &mut self.pcaps[l] {
             w.write(now, self.pool.get(pkt));
@@ -262,7 +287,9 @@ impl Simulation {
         let hdr = p.header();
         let ihl = usize::from(hdr[0] & 0x0f) * 4;
         let protocol = hdr[9];
-        let port = hdr.get(ihl + 2..ihl + 4).map(|b| u16::from_be_bytes([b[0], b[1]]));
+        let port = hdr
+            .get(ihl + 2..ihl + 4)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]));
         let ep = port.and_then(|port| {
             self.nodes[node]
                 .endpoints
@@ -300,12 +327,16 @@ impl Simulation {
 
     /// Drains a TCP end: transmissions, events, then its timer.
     fn drive_tcp(&mut self, now: Instant, f: usize, side: usize) {
-        let Flow::Tcp(t) = &mut self.flows[f] else { return };
+        let Flow::Tcp(t) = &mut self.flows[f] else {
+            return;
+        };
         let node = if side == 0 { t.spec.from } else { t.spec.to };
         let dst = if side == 0 { t.spec.to } else { t.spec.from };
         loop {
             let id = self.pool.alloc(now);
-            let Flow::Tcp(t) = &mut self.flows[f] else { unreachable!() };
+            let Flow::Tcp(t) = &mut self.flows[f] else {
+                unreachable!()
+            };
             let p = self.pool.get_mut(id);
             match t.ends[side].poll_transmit(now, &mut p.hdr) {
                 Some(tx) => {
@@ -319,7 +350,9 @@ impl Simulation {
                 }
             }
         }
-        let Flow::Tcp(t) = &mut self.flows[f] else { unreachable!() };
+        let Flow::Tcp(t) = &mut self.flows[f] else {
+            unreachable!()
+        };
         while let Some(ev) = t.ends[side].poll_event() {
             if let TcpEvent::PeerFinished { .. } = ev {
                 t.completed_at.get_or_insert(now);
@@ -338,7 +371,9 @@ impl Simulation {
     }
 
     fn on_timer(&mut self, now: Instant, f: usize, side: usize) {
-        let Flow::Tcp(t) = &mut self.flows[f] else { return };
+        let Flow::Tcp(t) = &mut self.flows[f] else {
+            return;
+        };
         if t.timer_at[side] != Some(now) {
             return; // superseded by an earlier event that already re-armed
         }
@@ -367,7 +402,9 @@ impl Simulation {
     }
 
     fn on_udp_send(&mut self, now: Instant, f: usize) {
-        let Flow::Udp(u) = &mut self.flows[f] else { return };
+        let Flow::Udp(u) = &mut self.flows[f] else {
+            return;
+        };
         if u.spec.stop.is_some_and(|s| now >= s) {
             return;
         }
@@ -385,12 +422,12 @@ impl Simulation {
         };
         ip.emit(&mut p.hdr, Checksum::None);
         let port = UDP_PORT + f as u16;
-        UdpRepr { src_port: port, dst_port: port, payload_len }.emit(
-            &mut p.hdr[20..28],
-            ip.src_addr,
-            ip.dst_addr,
-            Checksum::None,
-        );
+        UdpRepr {
+            src_port: port,
+            dst_port: port,
+            payload_len,
+        }
+        .emit(&mut p.hdr[20..28], ip.src_addr, ip.dst_addr, Checksum::None);
         p.hdr_len = 28;
         p.payload_len = payload_len as u32;
         u.sent_pkts += 1;
@@ -419,7 +456,8 @@ impl Simulation {
             self.last_link_bytes[i] = b;
             self.queue_series[i].push(l.queue_pkts(now));
         }
-        self.sched.schedule(now + self.cfg.sample_interval, Event::Sample);
+        self.sched
+            .schedule(now + self.cfg.sample_interval, Event::Sample);
     }
 
     fn on_trace(&mut self, now: Instant) {
@@ -445,7 +483,11 @@ impl Simulation {
     fn finish(mut self, end: Instant) -> Result<RunResult, RunError> {
         for (i, w) in self.pcaps.iter_mut().enumerate() {
             if let Some(w) = w.take() {
-                let path = self.cfg.pcap.iter().find(|(n, _)| *n == self.links[i].params.name);
+                let path = self
+                    .cfg
+                    .pcap
+                    .iter()
+                    .find(|(n, _)| *n == self.links[i].params.name);
                 w.finish().map_err(|source| RunError::Pcap {
                     path: path.map(|p| p.1.clone()).unwrap_or_default(),
                     source,
@@ -473,7 +515,8 @@ impl Simulation {
                 delivered_bytes: l.stats.delivered_bytes,
                 drops_queue: l.stats.drops_queue,
                 drops_loss: l.stats.drops_loss,
-                mean_queue_waiting_pkts: l.stats.wait_ns as f64 / self.cfg.duration.as_nanos() as f64,
+                mean_queue_waiting_pkts: l.stats.wait_ns as f64
+                    / self.cfg.duration.as_nanos() as f64,
                 max_queue_pkts: l.stats.max_queue_pkts,
             })
             .collect();
@@ -539,7 +582,10 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
             s.fast_recoveries = Some(st.fast_recoveries);
             s.data_segments_sent = Some(st.data_segments_sent);
             s.srtt_ms = c.rtt().srtt().map(|d| d.as_secs_f64() * 1e3);
-            s.min_rtt_ms = c.rtt().srtt().map(|_| c.rtt().min_rtt().as_secs_f64() * 1e3);
+            s.min_rtt_ms = c
+                .rtt()
+                .srtt()
+                .map(|_| c.rtt().min_rtt().as_secs_f64() * 1e3);
             s.completion_time_s = t.completed_at.map(|c| (c - t.spec.start).as_secs_f64());
             (t.spec.start, t.completed_at.unwrap_or(end))
         }
@@ -549,8 +595,7 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
             s.to = topo.nodes[u.spec.to].name.clone();
             s.sent_pkts = Some(u.sent_pkts);
             s.received_pkts = Some(u.recv_pkts);
-            s.loss_rate = (u.sent_pkts > 0)
-                .then(|| 1.0 - u.recv_pkts as f64 / u.sent_pkts as f64);
+            s.loss_rate = (u.sent_pkts > 0).then(|| 1.0 - u.recv_pkts as f64 / u.sent_pkts as f64);
             if u.recv_pkts > 0 {
                 s.mean_delay_ms = Some(u.delay_sum_ns as f64 / u.recv_pkts as f64 * 1e-6);
                 s.max_delay_ms = Some(u.delay_max_ns as f64 * 1e-6);

@@ -30,23 +30,29 @@ pub fn set_path(doc: &mut toml::Value, path: &str, value: toml::Value) -> Result
                     t.insert(part.to_string(), value);
                     return Ok(());
                 }
-                t.entry(part.to_string()).or_insert_with(|| toml::Value::Table(Default::default()))
+                t.entry(part.to_string())
+                    .or_insert_with(|| toml::Value::Table(Default::default()))
             }
             toml::Value::Array(a) => {
                 let idx: usize = part
                     .parse()
                     .map_err(|_| format!("`{path}`: `{part}` must be an index into an array"))?;
                 let len = a.len();
-                let slot = a
-                    .get_mut(idx)
-                    .ok_or_else(|| format!("`{path}`: index {idx} is past the end (length {len})"))?;
+                let slot = a.get_mut(idx).ok_or_else(|| {
+                    format!("`{path}`: index {idx} is past the end (length {len})")
+                })?;
                 if last {
                     *slot = value;
                     return Ok(());
                 }
                 slot
             }
-            _ => return Err(format!("`{path}`: `{}` is not a table or an array", parts[..i].join("."))),
+            _ => {
+                return Err(format!(
+                    "`{path}`: `{}` is not a table or an array",
+                    parts[..i].join(".")
+                ))
+            }
         };
     }
     Ok(())
@@ -86,7 +92,10 @@ impl Sweep {
             move |source| ScenarioError::Io { path: p, source }
         };
         let text = std::fs::read_to_string(path).map_err(io(path))?;
-        let syntax = |m: String| ScenarioError::Syntax { path: path.to_owned(), message: m };
+        let syntax = |m: String| ScenarioError::Syntax {
+            path: path.to_owned(),
+            message: m,
+        };
         let file: SweepFile = toml::from_str(&text).map_err(|e| syntax(e.to_string()))?;
         let base_path: PathBuf = path.parent().unwrap_or(Path::new(".")).join(&file.scenario);
         let base_text = std::fs::read_to_string(&base_path).map_err(io(&base_path))?;
@@ -132,7 +141,11 @@ impl Sweep {
                 })?;
                 params.push(((*k).clone(), v));
             }
-            let label = format!("{} (sweep point {n}: {})", base_path.display(), describe(&params));
+            let label = format!(
+                "{} (sweep point {n}: {})",
+                base_path.display(),
+                describe(&params)
+            );
             let scenario = Scenario::from_value(doc, Path::new(&label))?;
             points.push(Point { params, scenario });
         }
@@ -147,7 +160,11 @@ impl Sweep {
 
 /// `key=value, key=value` for labels and CSV.
 pub fn describe(params: &[(String, toml::Value)]) -> String {
-    params.iter().map(|(k, v)| format!("{k}={}", value_str(v))).collect::<Vec<_>>().join(", ")
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", value_str(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A TOML value as plain text (strings without quotes).
@@ -169,7 +186,9 @@ mod tests {
         set_path(&mut v, "t.y", toml::Value::Integer(6)).unwrap();
         assert_eq!(v["l"][1]["x"].as_integer(), Some(5));
         assert_eq!(v["t"]["y"].as_integer(), Some(6));
-        assert!(set_path(&mut v, "l.9.x", toml::Value::Integer(5)).unwrap_err().contains("past the end"));
+        assert!(set_path(&mut v, "l.9.x", toml::Value::Integer(5))
+            .unwrap_err()
+            .contains("past the end"));
         assert!(set_path(&mut v, "a.b", toml::Value::Integer(5)).is_err());
     }
 }

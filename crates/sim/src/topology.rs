@@ -95,12 +95,18 @@ pub fn addr_node(bits: u32, nodes: usize) -> Option<usize> {
 impl Topology {
     /// An empty network.
     pub fn new() -> Self {
-        Topology { nodes: vec![], links: vec![] }
+        Topology {
+            nodes: vec![],
+            links: vec![],
+        }
     }
 
     /// Adds a node; returns its index.
     pub fn add_node(&mut self, name: impl Into<String>, kind: NodeKind) -> usize {
-        self.nodes.push(Node { name: name.into(), kind });
+        self.nodes.push(Node {
+            name: name.into(),
+            kind,
+        });
         self.nodes.len() - 1
     }
 
@@ -115,9 +121,16 @@ impl Topology {
                 QueueLimit::Bytes(bytes.max(3000))
             }
         };
-        let dir = |name: String, loss| LinkParams { name, rate: spec.rate, delay: spec.delay, limit, loss };
+        let dir = |name: String, loss| LinkParams {
+            name,
+            rate: spec.rate,
+            delay: spec.delay,
+            limit,
+            loss,
+        };
         self.links.push((a, b, dir(name.to_string(), spec.loss)));
-        self.links.push((b, a, dir(format!("{name}.rev"), spec.loss_reverse)));
+        self.links
+            .push((b, a, dir(format!("{name}.rev"), spec.loss_reverse)));
     }
 
     /// The node called `name`.
@@ -131,7 +144,11 @@ impl Topology {
         let mut t = Topology::new();
         let rtt = links.iter().map(|l| l.delay).sum::<Duration>() * 2;
         for i in 0..=links.len() {
-            let kind = if i == 0 || i == links.len() { NodeKind::Host } else { NodeKind::Router };
+            let kind = if i == 0 || i == links.len() {
+                NodeKind::Host
+            } else {
+                NodeKind::Router
+            };
             t.add_node(format!("n{i}"), kind);
         }
         for (i, l) in links.iter().enumerate() {
@@ -142,7 +159,12 @@ impl Topology {
 
     /// A dumbbell of `pairs` sender/receiver pairs (`s0..`, `r0..`) around routers
     /// `left` and `right`. Queues given in BDPs use the sender-to-receiver base RTT.
-    pub fn dumbbell(pairs: usize, access: &LinkSpec, bottleneck: &LinkSpec, egress: &LinkSpec) -> Self {
+    pub fn dumbbell(
+        pairs: usize,
+        access: &LinkSpec,
+        bottleneck: &LinkSpec,
+        egress: &LinkSpec,
+    ) -> Self {
         let mut t = Topology::new();
         let rtt = (access.delay + bottleneck.delay + egress.delay) * 2;
         let left = t.add_node("left", NodeKind::Router);

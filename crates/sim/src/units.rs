@@ -34,7 +34,7 @@ pub fn parse_rate(s: &str) -> Result<Bandwidth, String> {
         "Tbps" => 1e12,
         _ => return Err(format!("`{s}` is not a rate: write a number and a unit, e.g. \"1Gbps\", \"250 Mbps\", \"56kbps\"")),
     };
-    if !ok || !(n > 0.0) || !(n * mult).is_finite() || n * mult < 1.0 {
+    if !ok || n.is_nan() || n <= 0.0 || !(n * mult).is_finite() || n * mult < 1.0 {
         return Err(format!("`{s}` is not a positive rate of at least 1 bps"));
     }
     Ok(Bandwidth::from_bps((n * mult).round() as u64))
@@ -43,15 +43,18 @@ pub fn parse_rate(s: &str) -> Result<Bandwidth, String> {
 /// Parses a time: a number and one of `ns`, `us`, `ms`, `s`, `min`.
 pub fn parse_time(s: &str) -> Result<Duration, String> {
     let (n, unit, ok) = split(s);
-    let mult = match unit {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "min" => 60.0,
-        _ => return Err(format!("`{s}` is not a time: write a number and a unit, e.g. \"50ms\", \"60s\", \"250us\"")),
-    };
-    if !ok || !(n >= 0.0) || !(n * mult < 1e9) {
+    let mult =
+        match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "min" => 60.0,
+            _ => return Err(format!(
+                "`{s}` is not a time: write a number and a unit, e.g. \"50ms\", \"60s\", \"250us\""
+            )),
+        };
+    if !ok || n.is_nan() || n < 0.0 || n * mult >= 1e9 {
         return Err(format!("`{s}` is not a non-negative time"));
     }
     Ok(Duration::from_nanos((n * mult * 1e9).round() as u64))
@@ -70,9 +73,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "KiB" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("`{s}` is not a size: write a number and a unit, e.g. \"55441B\", \"5GB\", \"64MiB\"")),
+        _ => return Err(format!(
+            "`{s}` is not a size: write a number and a unit, e.g. \"55441B\", \"5GB\", \"64MiB\""
+        )),
     };
-    if !ok || !(n >= 0.0) || !(n * mult < 1.8e19) {
+    if !ok || n.is_nan() || n < 0.0 || n * mult >= 1.8e19 {
         return Err(format!("`{s}` is not a non-negative size"));
     }
     Ok((n * mult).round() as u64)
@@ -119,8 +124,14 @@ mod tests {
         assert_eq!(parse_size("5GB").unwrap(), 5_000_000_000);
         assert_eq!(parse_size("1e3B").unwrap(), 1000);
         assert_eq!(parse_queue("1bdp").unwrap(), QueueSpec::Bdp(1.0));
-        assert_eq!(parse_queue("100pkts").unwrap(), QueueSpec::Limit(QueueLimit::Packets(100)));
-        assert_eq!(parse_queue("1MB").unwrap(), QueueSpec::Limit(QueueLimit::Bytes(1_000_000)));
+        assert_eq!(
+            parse_queue("100pkts").unwrap(),
+            QueueSpec::Limit(QueueLimit::Packets(100))
+        );
+        assert_eq!(
+            parse_queue("1MB").unwrap(),
+            QueueSpec::Limit(QueueLimit::Bytes(1_000_000))
+        );
         assert!(parse_queue("1.5pkts").is_err());
         assert!(parse_queue("lots").is_err());
     }

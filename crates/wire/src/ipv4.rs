@@ -284,16 +284,22 @@ mod tests {
     use proptest::prelude::*;
 
     fn repr() -> impl Strategy<Value = Ipv4Repr> {
-        (any::<u32>(), any::<u32>(), any::<u8>(), 0usize..60000, 1u8..=255, 0u8..64).prop_map(
-            |(s, d, p, len, ttl, dscp)| Ipv4Repr {
+        (
+            any::<u32>(),
+            any::<u32>(),
+            any::<u8>(),
+            0usize..60000,
+            1u8..=255,
+            0u8..64,
+        )
+            .prop_map(|(s, d, p, len, ttl, dscp)| Ipv4Repr {
                 src_addr: Ipv4Address::from_bits(s),
                 dst_addr: Ipv4Address::from_bits(d),
                 protocol: p.into(),
                 payload_len: len,
                 ttl,
                 dscp,
-            },
-        )
+            })
     }
 
     proptest! {
@@ -328,14 +334,23 @@ mod tests {
         r.emit(&mut buf, Checksum::Both);
         let mut bad = buf;
         bad[0] = 0x65;
-        assert_eq!(Ipv4Packet::new_checked(&bad[..]).unwrap_err(), Error::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&bad[..]).unwrap_err(),
+            Error::Malformed
+        );
         let mut bad = buf;
         bad[2..4].copy_from_slice(&10u16.to_be_bytes());
-        assert_eq!(Ipv4Packet::new_checked(&bad[..]).unwrap_err(), Error::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&bad[..]).unwrap_err(),
+            Error::Malformed
+        );
         let mut bad = buf;
         bad[8] ^= 1;
         let p = Ipv4Packet::new_checked(&bad[..]).unwrap();
         assert_eq!(Ipv4Repr::parse(&p, Checksum::Both), Err(Error::Checksum));
-        assert_eq!(Ipv4Packet::new_checked(&buf[..10]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&buf[..10]).unwrap_err(),
+            Error::Truncated
+        );
     }
 }

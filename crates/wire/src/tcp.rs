@@ -380,13 +380,23 @@ impl TcpRepr {
             at += 4;
         }
         if self.sack_permitted {
-            b[at..at + 4].copy_from_slice(&[field::OPT_NOP, field::OPT_NOP, field::OPT_SACKPERM, 2]);
+            b[at..at + 4].copy_from_slice(&[
+                field::OPT_NOP,
+                field::OPT_NOP,
+                field::OPT_SACKPERM,
+                2,
+            ]);
             at += 4;
         }
         let blocks = self.sack_ranges.iter().flatten().count();
         if blocks > 0 {
             let len = (2 + 8 * blocks) as u8;
-            b[at..at + 4].copy_from_slice(&[field::OPT_NOP, field::OPT_NOP, field::OPT_SACKRNG, len]);
+            b[at..at + 4].copy_from_slice(&[
+                field::OPT_NOP,
+                field::OPT_NOP,
+                field::OPT_SACKRNG,
+                len,
+            ]);
             at += 4;
             for (l, r) in self.sack_ranges.iter().flatten() {
                 b[at..at + 4].copy_from_slice(&l.0.to_be_bytes());
@@ -506,6 +516,9 @@ mod tests {
         r.emit(&mut buf, SRC, DST, Checksum::Both);
         buf[5] ^= 0x40;
         let p = TcpPacket::new_checked(&buf[..r.header_len()]).unwrap();
-        assert_eq!(TcpRepr::parse(&p, SRC, DST, 32, Checksum::Both), Err(Error::Checksum));
+        assert_eq!(
+            TcpRepr::parse(&p, SRC, DST, 32, Checksum::Both),
+            Err(Error::Checksum)
+        );
     }
 }

@@ -110,9 +110,18 @@ mod tests {
 
     #[test]
     fn roundtrip() {
-        let r = UdpRepr { src_port: 5000, dst_port: 6000, payload_len: 1200 };
+        let r = UdpRepr {
+            src_port: 5000,
+            dst_port: 6000,
+            payload_len: 1200,
+        };
         let mut buf = [0u8; HEADER_LEN];
-        r.emit(&mut buf, Ipv4Address::new(1, 2, 3, 4), Ipv4Address::new(5, 6, 7, 8), Checksum::Both);
+        r.emit(
+            &mut buf,
+            Ipv4Address::new(1, 2, 3, 4),
+            Ipv4Address::new(5, 6, 7, 8),
+            Checksum::Both,
+        );
         let p = UdpPacket::new_checked(&buf[..]).unwrap();
         assert_eq!(UdpRepr::parse(&p).unwrap(), r);
         assert_ne!(u16::from_be_bytes([buf[6], buf[7]]), 0);
@@ -121,6 +130,9 @@ mod tests {
     #[test]
     fn short_length_field_is_malformed() {
         let buf = [0, 1, 0, 2, 0, 4, 0, 0];
-        assert_eq!(UdpPacket::new_checked(&buf[..]).unwrap_err(), Error::Malformed);
+        assert_eq!(
+            UdpPacket::new_checked(&buf[..]).unwrap_err(),
+            Error::Malformed
+        );
     }
 }

@@ -25,7 +25,12 @@ impl Default for CubicConfig {
     fn default() -> Self {
         //= https://www.rfc-editor.org/rfc/rfc9438#section-5
         //# C SHOULD be set to 0.4 ... beta_cubic SHOULD be set to 0.7
-        CubicConfig { c: 0.4, beta_cubic: 0.7, fast_convergence: true, reno_friendly: true }
+        CubicConfig {
+            c: 0.4,
+            beta_cubic: 0.7,
+            fast_convergence: true,
+            reno_friendly: true,
+        }
     }
 }
 
@@ -133,7 +138,11 @@ impl CongestionControl for Cubic {
             //# W_est = W_est + alpha_cubic * segments_acked / cwnd   (Eq. 4)
             //# Once W_est has grown to reach the cwnd at the time of most recently
             //# setting ssthresh ... the sender SHOULD set alpha_cubic to 1
-            let alpha = if self.w_est >= self.cwnd_prior { 1.0 } else { self.alpha_cubic() };
+            let alpha = if self.w_est >= self.cwnd_prior {
+                1.0
+            } else {
+                self.alpha_cubic()
+            };
             self.w_est += alpha * acked / self.cwnd;
             if self.w_cubic(t) < self.w_est {
                 //# When receiving a new ACK in congestion avoidance (where cwnd could
@@ -210,7 +219,10 @@ mod tests {
                 let expected = 0.4 * (t + rtt.as_secs_f64() - k).powi(3) + 1000.0;
                 let got = c.window() as f64 / SMSS as f64;
                 let err = (got - expected).abs() / expected;
-                assert!(err < 0.05, "t = {t:.2} s: cwnd {got:.1} vs W(t) {expected:.1}");
+                assert!(
+                    err < 0.05,
+                    "t = {t:.2} s: cwnd {got:.1} vs W(t) {expected:.1}"
+                );
                 checked += 1;
             }
         }

@@ -31,7 +31,12 @@ pub struct AckSample {
 impl AckSample {
     /// A sample with the given fields.
     pub fn new(bytes_acked: u64, prior_in_flight: u64, srtt: Option<Duration>) -> Self {
-        AckSample { bytes_acked, prior_in_flight, srtt, min_rtt: srtt }
+        AckSample {
+            bytes_acked,
+            prior_in_flight,
+            srtt,
+            min_rtt: srtt,
+        }
     }
 }
 

@@ -22,7 +22,12 @@ impl NewReno {
         //= https://www.rfc-editor.org/rfc/rfc5681#section-3.1
         //# The initial value of ssthresh SHOULD be set arbitrarily high (e.g.,
         //# to the size of the largest possible advertised window)
-        NewReno { smss, cwnd: initial_window, ssthresh: u64::MAX, bytes_acked: 0 }
+        NewReno {
+            smss,
+            cwnd: initial_window,
+            ssthresh: u64::MAX,
+            bytes_acked: 0,
+        }
     }
 
     fn reduce(&mut self, in_flight: u64) {

@@ -23,8 +23,8 @@ use std::collections::VecDeque;
 
 use longhaul_wire::tcp::{MAX_HEADER_LEN, MAX_SACK_BLOCKS};
 use longhaul_wire::{
-    ipv4, Checksum, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket,
-    TcpRepr, TcpSeqNumber,
+    ipv4, Checksum, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
+    TcpSeqNumber,
 };
 
 use crate::cc::{AckSample, AnyController, CcAlgorithm, CongestionControl};
@@ -71,9 +71,15 @@ pub struct AckPolicy {
 
 impl AckPolicy {
     /// One ACK per segment.
-    pub const EVERY_SEGMENT: AckPolicy = AckPolicy { every: 1, delay: Duration::ZERO };
+    pub const EVERY_SEGMENT: AckPolicy = AckPolicy {
+        every: 1,
+        delay: Duration::ZERO,
+    };
     /// RFC 1122 / RFC 5681: every second segment, within 200 ms (RFC 1122 allows 500).
-    pub const DELAYED: AckPolicy = AckPolicy { every: 2, delay: Duration::from_millis(200) };
+    pub const DELAYED: AckPolicy = AckPolicy {
+        every: 2,
+        delay: Duration::from_millis(200),
+    };
 }
 
 /// A connection's parameters.
@@ -277,7 +283,9 @@ impl TcpConnection {
     ) -> Self {
         let smss = u64::from(cfg.mss);
         let rcv_wscale = if cfg.window_scaling {
-            (0..14u8).find(|s| cfg.recv_buffer_bytes >> s <= 65535).unwrap_or(14)
+            (0..14u8)
+                .find(|s| cfg.recv_buffer_bytes >> s <= 65535)
+                .unwrap_or(14)
         } else {
             0
         };
@@ -786,7 +794,7 @@ impl TcpConnection {
             State::SynSent | State::SynReceived if self.syn_pending => {
                 self.syn_pending = false;
                 self.syn_sent_at = Some(now);
-                self.rto_at.get_or_insert(now + self.rtt.rto());
+                self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
                 let seq = self.iss;
                 return Some(self.emit(buf, TcpControl::Syn, seq, 0));
             }
@@ -800,7 +808,7 @@ impl TcpConnection {
                 self.fast_rtx_pending = false;
                 self.board.on_retransmit(now, off);
                 self.stats.retransmits += 1;
-                self.rto_at.get_or_insert(now + self.rtt.rto());
+                self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
                 let seq = self.seq_of_snd(off);
                 return Some(self.emit(buf, TcpControl::None, seq, len as usize));
             }
@@ -818,14 +826,14 @@ impl TcpConnection {
         {
             self.board.on_send_new(now);
             self.stats.data_segments_sent += 1;
-            self.rto_at.get_or_insert(now + self.rtt.rto());
+            self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
             let seq = self.seq_of_snd(max);
             return Some(self.emit(buf, TcpControl::None, seq, len as usize));
         }
 
         if self.closed && !self.fin_sent && max == self.written {
             self.fin_sent = true;
-            self.rto_at.get_or_insert(now + self.rtt.rto());
+            self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
             let seq = self.seq_of_snd(max);
             return Some(self.emit(buf, TcpControl::Fin, seq, 0));
         }
@@ -859,7 +867,10 @@ impl TcpConnection {
         let mut sack_ranges = [None; MAX_SACK_BLOCKS];
         if self.sack_ok && !syn && !self.asm.is_empty() {
             let base = self.irs + 1;
-            for (slot, block) in sack_ranges.iter_mut().zip(self.asm.sack_blocks(self.rcv_nxt)) {
+            for (slot, block) in sack_ranges
+                .iter_mut()
+                .zip(self.asm.sack_blocks(self.rcv_nxt))
+            {
                 *slot = block.map(|(l, r)| (base + l as u32, base + r as u32));
             }
         }
@@ -890,13 +901,21 @@ impl TcpConnection {
             dscp: self.cfg.dscp,
         };
         ip.emit(buf, self.cfg.checksum);
-        repr.emit(&mut buf[ipv4::HEADER_LEN..], ip.src_addr, ip.dst_addr, self.cfg.checksum);
+        repr.emit(
+            &mut buf[ipv4::HEADER_LEN..],
+            ip.src_addr,
+            ip.dst_addr,
+            self.cfg.checksum,
+        );
         if ack_number.is_some() {
             self.ack_now = false;
             self.unacked_segments = 0;
             self.delack_at = None;
         }
         self.stats.segments_sent += 1;
-        Transmit { header_len: ipv4::HEADER_LEN + repr.header_len(), payload_len }
+        Transmit {
+            header_len: ipv4::HEADER_LEN + repr.header_len(),
+            payload_len,
+        }
     }
 }

@@ -138,7 +138,10 @@ impl Scoreboard {
     pub fn on_send_new(&mut self, now: Instant) -> u64 {
         let len = self.next_new_len();
         debug_assert!(len > 0);
-        self.segs.push_back(Segment { sent_at: now, flags: 0 });
+        self.segs.push_back(Segment {
+            sent_at: now,
+            flags: 0,
+        });
         self.pipe += len;
         len
     }
@@ -368,7 +371,10 @@ mod tests {
         assert_eq!(b.next_retransmit(), None);
         let ack = b.on_cumulative_ack(500);
         assert_eq!(ack.newly_acked, 100);
-        assert_eq!(ack.rtt_sample_from, None, "Karn: no sample from SACKed/retransmitted");
+        assert_eq!(
+            ack.rtt_sample_from, None,
+            "Karn: no sample from SACKed/retransmitted"
+        );
         assert_eq!(b.pipe(), 500);
         assert_eq!(b.sacked_bytes(), 0);
         assert_eq!(b.una(), 500);
@@ -415,8 +421,15 @@ mod tests {
         // A second hole splits the block; a new block appears above a cached one.
         let mut b = board(20);
         b.on_sack_blocks(&[(500, 800)]);
-        assert_eq!(b.on_sack_blocks(&[(900, 1000), (100, 300), (500, 800)]), 300);
-        assert_eq!(b.on_sack_blocks(&[(100, 1000)]), 300, "only 300..500 and 800..900 are new");
+        assert_eq!(
+            b.on_sack_blocks(&[(900, 1000), (100, 300), (500, 800)]),
+            300
+        );
+        assert_eq!(
+            b.on_sack_blocks(&[(100, 1000)]),
+            300,
+            "only 300..500 and 800..900 are new"
+        );
         assert_eq!(b.sacked_bytes(), 900);
     }
 

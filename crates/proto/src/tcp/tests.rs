@@ -47,10 +47,12 @@ impl Pair {
                     continue;
                 }
             }
-            self.wire.push((self.now + self.delay, true, buf[..t.header_len].to_vec()));
+            self.wire
+                .push((self.now + self.delay, true, buf[..t.header_len].to_vec()));
         }
         while let Some(t) = self.server.poll_transmit(self.now, &mut buf) {
-            self.wire.push((self.now + self.delay, false, buf[..t.header_len].to_vec()));
+            self.wire
+                .push((self.now + self.delay, false, buf[..t.header_len].to_vec()));
         }
         while let Some(e) = self.client.poll_event() {
             self.client_events.push(e);
@@ -100,7 +102,10 @@ fn transfer(cfg: TcpConfig, bytes: u64, drop: impl FnMut(u64) -> bool + 'static)
 fn handshake_transfer_and_close() {
     let p = transfer(TcpConfig::default(), 1_000_000, |_| false);
     assert_eq!(p.client_events, vec![Event::Connected, Event::SendComplete]);
-    assert_eq!(p.server_events, vec![Event::Connected, Event::PeerFinished { bytes: 1_000_000 }]);
+    assert_eq!(
+        p.server_events,
+        vec![Event::Connected, Event::PeerFinished { bytes: 1_000_000 }]
+    );
     assert_eq!(p.server.delivered_bytes(), 1_000_000);
     assert_eq!(p.client.stats().retransmits, 0);
     assert_eq!(p.client.rtt().srtt(), Some(Duration::from_millis(20)));
@@ -118,7 +123,9 @@ fn sack_recovers_a_single_loss_with_one_retransmission() {
 
 #[test]
 fn sack_recovers_many_losses_in_one_window_without_timeout() {
-    let p = transfer(TcpConfig::default(), 2_000_000, |n| (200..260).contains(&n) && n % 3 == 0);
+    let p = transfer(TcpConfig::default(), 2_000_000, |n| {
+        (200..260).contains(&n) && n % 3 == 0
+    });
     assert_eq!(p.server.delivered_bytes(), 2_000_000);
     assert_eq!(p.client.stats().retransmits, 20);
     assert_eq!(p.client.stats().fast_recoveries, 1);
@@ -127,11 +134,18 @@ fn sack_recovers_many_losses_in_one_window_without_timeout() {
 
 #[test]
 fn newreno_without_sack_repairs_one_hole_per_rtt() {
-    let cfg = TcpConfig { sack: false, ..TcpConfig::default() };
+    let cfg = TcpConfig {
+        sack: false,
+        ..TcpConfig::default()
+    };
     let p = transfer(cfg, 2_000_000, |n| n == 200 || n == 205 || n == 210);
     assert_eq!(p.server.delivered_bytes(), 2_000_000);
     assert_eq!(p.client.stats().retransmits, 3);
-    assert_eq!(p.client.stats().fast_recoveries, 1, "partial ACKs stay in recovery");
+    assert_eq!(
+        p.client.stats().fast_recoveries,
+        1,
+        "partial ACKs stay in recovery"
+    );
     assert_eq!(p.client.stats().timeouts, 0);
 }
 
@@ -150,7 +164,10 @@ fn lost_syn_is_retransmitted_after_the_initial_rto() {
     let mut buf = [0u8; MAX_TRANSMIT_HEADER];
     let syn = p.client.poll_transmit(Instant::ZERO, &mut buf).unwrap();
     assert!(syn.header_len > 40, "SYN carries options");
-    assert_eq!(p.client.poll_timeout(), Some(Instant::from_nanos(1_000_000_000)));
+    assert_eq!(
+        p.client.poll_timeout(),
+        Some(Instant::from_nanos(1_000_000_000))
+    );
     p.client.send(5000).unwrap();
     p.client.close().unwrap();
     p.drive(Instant::from_nanos(10_000_000_000));
@@ -160,7 +177,10 @@ fn lost_syn_is_retransmitted_after_the_initial_rto() {
 
 #[test]
 fn delayed_ack_halves_the_ack_count() {
-    let cfg = TcpConfig { ack: AckPolicy::DELAYED, ..TcpConfig::default() };
+    let cfg = TcpConfig {
+        ack: AckPolicy::DELAYED,
+        ..TcpConfig::default()
+    };
     let p = transfer(cfg, 1448 * 1000, |_| false);
     let acks = p.server.stats().acks_sent;
     assert!((500..=520).contains(&acks), "{acks} ACKs for 1000 segments");
@@ -168,14 +188,20 @@ fn delayed_ack_halves_the_ack_count() {
 
 #[test]
 fn receive_buffer_caps_the_window() {
-    let cfg = TcpConfig { recv_buffer_bytes: 16 * 1448, ..TcpConfig::default() };
+    let cfg = TcpConfig {
+        recv_buffer_bytes: 16 * 1448,
+        ..TcpConfig::default()
+    };
     let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
     p.client.send(u64::MAX).unwrap();
     p.drive(Instant::from_nanos(2_000_000_000));
     // 16 segments per 20 ms round trip.
     let expected = 16 * 1448 * 100;
     let got = p.server.delivered_bytes();
-    assert!(got.abs_diff(expected) < expected / 10, "{got} vs {expected}");
+    assert!(
+        got.abs_diff(expected) < expected / 10,
+        "{got} vs {expected}"
+    );
     assert!(p.client.in_flight() <= 16 * 1448);
 }
 

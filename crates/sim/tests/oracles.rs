@@ -1,0 +1,145 @@
+//! The simulator against analytical oracles. Each test states its tolerance.
+
+mod common;
+
+use common::{chain, run};
+
+/// One NewReno flow, no loss, a one-BDP DropTail buffer, RTT 100 ms: the 1 Gb/s
+/// bottleneck is busy at least 95 % of 60 s (slow start included).
+#[test]
+fn newreno_fills_a_bdp_buffered_bottleneck() {
+    let r = run(&chain(
+        "60s",
+        "1Gbps",
+        "50ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    ));
+    let util = r.summary.link("link1").unwrap().utilisation;
+    assert!(util >= 0.95, "utilisation {util:.4}");
+    assert!(util <= 1.0 + 1e-9);
+    assert_eq!(r.summary.flows[0].timeouts, Some(0));
+}
+
+/// With an ACK per segment, cwnd doubles every RTT in slow start: sampled once per
+/// RTT (100 ms), from the initial window of 3 segments (RFC 3390, MSS 1448) until
+/// the first loss, each sample is exactly twice the previous one.
+#[test]
+fn slow_start_doubles_cwnd_each_rtt() {
+    let flows = "[[flow]]\nprotocol = \"tcp\"\nack_every = 1\n";
+    let mut text = chain("3s", "1Gbps", "50ms", "1bdp", 0.0, flows);
+    // Sample just after each round's ACKs have arrived: the SYN exchange takes one
+    // RTT, so round k's ACKs arrive by (k + 1) RTT plus serialisation.
+    text = text.replace(
+        "plots = false",
+        "plots = false\ntrace = true\ntrace_interval = \"100ms\"",
+    );
+    let r = run(&text);
+    let mss = 1448;
+    let cwnd: Vec<u64> = r.trace.iter().map(|t| t.cwnd_bytes / mss).collect();
+    // The first samples fall in the handshake and the first round, before any ACK of
+    // data: the initial window, unchanged.
+    let first = cwnd
+        .iter()
+        .rposition(|&w| w == 3)
+        .expect("initial window of 3 segments");
+    assert!(
+        first <= 2,
+        "cwnd stayed at the initial window too long: {cwnd:?}"
+    );
+    let mut rounds = 0;
+    for w in cwnd[first..].windows(2) {
+        if w[1] < w[0] * 2 {
+            break; // first loss: slow start is over
+        }
+        assert_eq!(w[1], 2 * w[0], "cwnd per RTT: {cwnd:?}");
+        rounds += 1;
+    }
+    // 3 -> 3 * 2^k doubles for 12 rounds to 12288 segments; the next round
+    // overflows the pipe plus the one-BDP buffer (2 x 8633 segments).
+    assert_eq!(rounds, 12, "doubling rounds: {cwnd:?}");
+}
+
+/// Mathis et al.: a Reno flow under random loss p gets `MSS/RTT * sqrt(3/(2p))` with
+/// an ACK per segment. Measured after slow start (from the trace's delivered bytes,
+/// discarding the first 20 % of the run), on a 10 Gb/s bottleneck that is never the
+/// limit. Tolerance: ±20 %.
+#[test]
+fn reno_throughput_matches_mathis() {
+    let mss = 1448.0;
+    for (rtt_ms, p, secs) in [
+        (20.0, 1e-3, 200),
+        (100.0, 1e-3, 1000),
+        (20.0, 1e-4, 500),
+        (100.0, 1e-4, 2000),
+    ] {
+        let flows = "[[flow]]\nprotocol = \"tcp\"\nack_every = 1\n";
+        let mut text = chain(
+            &format!("{secs}s"),
+            "10Gbps",
+            &format!("{}ms", rtt_ms / 2.0),
+            "1bdp",
+            p,
+            flows,
+        );
+        text = text.replace(
+            "plots = false",
+            "plots = false\ntrace = true\ntrace_interval = \"1s\"",
+        );
+        let r = run(&text);
+        let warm = r.trace.len() / 5;
+        let (a, b) = (&r.trace[warm], r.trace.last().unwrap());
+        let measured = (b.delivered_bytes - a.delivered_bytes) as f64 * 8.0 / (b.time_s - a.time_s);
+        let mathis = mss * 8.0 / (rtt_ms / 1e3) * (1.5 / p).sqrt();
+        let ratio = measured / mathis;
+        assert!(
+            (0.8..=1.2).contains(&ratio),
+            "RTT {rtt_ms} ms, p {p}: measured {:.3} Mb/s, Mathis {:.3} Mb/s, ratio {ratio:.3}",
+            measured / 1e6,
+            mathis / 1e6
+        );
+    }
+}
+
+/// Poisson arrivals of fixed-size packets into a DropTail queue at load 0.8 form an
+/// M/D/1 queue: mean number waiting `Lq = rho^2 / (2 (1 - rho))` = 1.6. Tolerance 5 %.
+#[test]
+fn poisson_into_droptail_is_md1() {
+    // 1000-byte packets at 800 Mb/s into 1 Gb/s, 100 s: 10 M packets.
+    let flows = r#"
+[[flow]]
+protocol = "udp"
+rate = "800Mbps"
+packet_size = 1000
+arrivals = "poisson"
+"#;
+    let text = chain("100s", "1Gbps", "1ms", "100000pkts", 0.0, flows)
+        .replace("rate = \"10Gbps\"", "rate = \"100Gbps\"");
+    let r = run(&text);
+    let l = r.summary.link("link1").unwrap();
+    let rho: f64 = 0.8;
+    let lq = rho * rho / (2.0 * (1.0 - rho));
+    let err = (l.mean_queue_waiting_pkts - lq).abs() / lq;
+    assert!(
+        err < 0.05,
+        "Lq measured {:.4}, M/D/1 {lq:.4}",
+        l.mean_queue_waiting_pkts
+    );
+    assert!(
+        (l.utilisation - rho).abs() < 0.01,
+        "utilisation {}",
+        l.utilisation
+    );
+    assert_eq!(l.drops_queue, 0);
+}
+
+/// CBR below capacity sees no queue at all.
+#[test]
+fn cbr_below_capacity_never_waits() {
+    let flows = "[[flow]]\nprotocol = \"udp\"\nrate = \"500Mbps\"\npacket_size = 1500\n";
+    let r = run(&chain("2s", "1Gbps", "1ms", "100pkts", 0.0, flows));
+    let l = r.summary.link("link1").unwrap();
+    assert_eq!(l.mean_queue_waiting_pkts, 0.0);
+    assert!((r.summary.flows[0].goodput_mbps - 500.0 * 1472.0 / 1500.0).abs() < 1.0);
+}

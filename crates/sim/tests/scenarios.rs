@@ -1,0 +1,145 @@
+//! Scenario files: what loads, and the errors bad files get (file, key, reason).
+
+mod common;
+
+use std::path::Path;
+
+use longhaul_sim::{Scenario, ScenarioError};
+
+fn err(text: &str) -> String {
+    match Scenario::parse(text, Path::new("bad.toml")) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn base() -> String {
+    common::chain(
+        "10s",
+        "1Gbps",
+        "10ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    )
+}
+
+#[test]
+fn the_reference_scenario_loads() {
+    let s = Scenario::parse(
+        longhaul_sim::scenario::REFERENCE,
+        Path::new("reference.toml"),
+    )
+    .unwrap();
+    assert_eq!(s.run.name, "reference");
+    assert_eq!(s.flows.len(), 1);
+    // 1 BDP of a 1 Gb/s, 100 ms path.
+    assert_eq!(
+        longhaul_sim::scenario::limit_of(&s.topology, "link1"),
+        Some(longhaul_sim::link::QueueLimit::Bytes(12_500_000))
+    );
+}
+
+#[test]
+fn errors_name_the_file_the_key_and_the_fix() {
+    let cases: Vec<(String, &[&str])> = vec![
+        (
+            base().replace("rate = \"1Gbps\"", "rate = \"1GB/s\""),
+            &["bad.toml", "topology.links[1].rate", "1Gbps"],
+        ),
+        (
+            base().replace("delay = \"10ms\"", "delay = \"10\""),
+            &["topology.links[1].delay", "50ms"],
+        ),
+        (
+            base().replace("duration = \"10s\"", "duration = \"0s\""),
+            &["`duration`", "longer than zero"],
+        ),
+        (
+            base().replace("loss = 0e0", "loss = 1.5"),
+            &["topology.links[1].loss", "probability"],
+        ),
+        (
+            base().replace("queue = \"1bdp\"\nloss", "queue = \"lots\"\nloss"),
+            &["topology.links[1].queue", "100pkts"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\nto = \"n7\"\n",
+            &["flow[1].to", "no host named `n7`", "n0, n2"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\nfrom = \"n1\"\n",
+            &["flow[1].from", "router"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\ncc = \"bbr\"\n",
+            &["flow[1].cc", "newreno", "cubic"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\n",
+            &["bad.toml", "sctp"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"udp\"\nrate = \"1Mbps\"\npacket_size = 10\n",
+            &["flow[1].packet_size"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\ncolour = \"red\"\n",
+            &["bad.toml", "colour"],
+        ),
+        (
+            base().replace("[outputs]", "[outputs]\npcap = [\"link9\"]"),
+            &["outputs.pcap[0]", "link1.rev"],
+        ),
+        (
+            base().replace("kind = \"chain\"", "kind = \"ring\""),
+            &["bad.toml", "ring"],
+        ),
+        (
+            "duration = \"1s\"\n[topology\n".to_string(),
+            &["bad.toml", "line 2"],
+        ),
+        (
+            base().replace("duration = \"10s\"\n", ""),
+            &["bad.toml", "duration"],
+        ),
+    ];
+    for (text, needles) in cases {
+        let msg = err(&text);
+        for n in needles {
+            assert!(msg.contains(n), "error should mention {n:?}:\n{msg}");
+        }
+    }
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_naming_it() {
+    let e = Scenario::load(Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert!(matches!(e, ScenarioError::Io { .. }));
+    assert!(e.to_string().contains("/nonexistent/x.toml"));
+}
+
+#[test]
+fn dumbbell_defaults_pair_flows_with_hosts() {
+    let text = r#"
+duration = "2s"
+[topology]
+kind = "dumbbell"
+pairs = 2
+access = { rate = "1Gbps", delay = "1ms" }
+bottleneck = { rate = "100Mbps", delay = "10ms", queue = "1bdp" }
+[[flow]]
+protocol = "tcp"
+[[flow]]
+protocol = "tcp"
+cc = "cubic"
+[outputs]
+plots = false
+"#;
+    let r = common::run(text);
+    assert_eq!(r.summary.flows[0].from, "s0");
+    assert_eq!(r.summary.flows[1].to, "r1");
+    let util = r.summary.link("bottleneck").unwrap().utilisation;
+    assert!(util > 0.8, "{util}");
+    assert!(r.summary.jain_index > 0.5);
+}

@@ -39,16 +39,23 @@ impl Default for RtoConfig {
 }
 
 /// SRTT, RTTVAR and the RTO with exponential backoff.
+///
+/// Kept in integer nanoseconds: the estimator runs on every ACK, and `Duration`
+/// arithmetic (seconds plus nanoseconds, normalised on every step) costs more.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
     config: RtoConfig,
-    srtt: Option<Duration>,
-    rttvar: Duration,
-    latest: Duration,
-    min_rtt: Duration,
+    srtt_ns: Option<u64>,
+    rttvar_ns: u64,
+    latest_ns: u64,
+    min_rtt_ns: u64,
     backoff_shift: u32,
     /// The RTO, recomputed on every sample and backoff (read on every ACK).
     rto: Duration,
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl RttEstimator {
@@ -56,10 +63,10 @@ impl RttEstimator {
     pub fn new(config: RtoConfig) -> Self {
         let mut e = RttEstimator {
             config,
-            srtt: None,
-            rttvar: Duration::ZERO,
-            latest: Duration::ZERO,
-            min_rtt: Duration::MAX,
+            srtt_ns: None,
+            rttvar_ns: 0,
+            latest_ns: 0,
+            min_rtt_ns: u64::MAX,
             backoff_shift: 0,
             rto: Duration::ZERO,
         };
@@ -70,23 +77,24 @@ impl RttEstimator {
     /// Takes a sample `r` (Karn's rule is the caller's: never sample a retransmitted
     /// segment).
     pub fn on_sample(&mut self, r: Duration) {
-        self.latest = r;
-        self.min_rtt = self.min_rtt.min(r);
-        match self.srtt {
+        let r = nanos(r);
+        self.latest_ns = r;
+        self.min_rtt_ns = self.min_rtt_ns.min(r);
+        match self.srtt_ns {
             //= https://www.rfc-editor.org/rfc/rfc6298#section-2
             //# (2.2) When the first RTT measurement R is made, the host MUST set
             //# SRTT <- R, RTTVAR <- R/2
             None => {
-                self.srtt = Some(r);
-                self.rttvar = r / 2;
+                self.srtt_ns = Some(r);
+                self.rttvar_ns = r / 2;
             }
             //# (2.3) When a subsequent RTT measurement R' is made, a host MUST set
             //# RTTVAR <- (1 - beta) * RTTVAR + beta * |SRTT - R'|
             //# SRTT <- (1 - alpha) * SRTT + alpha * R'
             Some(srtt) => {
                 let err = srtt.abs_diff(r);
-                self.rttvar = self.rttvar * 3 / 4 + err / 4;
-                self.srtt = Some(srtt * 7 / 8 + r / 8);
+                self.rttvar_ns = self.rttvar_ns - self.rttvar_ns / 4 + err / 4;
+                self.srtt_ns = Some(srtt - srtt / 8 + r / 8);
             }
         }
         // A new sample after a retransmission timeout ends the backoff (RFC 6298 5.7
@@ -97,19 +105,23 @@ impl RttEstimator {
 
     /// The smoothed RTT, if any sample has been taken.
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.srtt_ns.map(Duration::from_nanos)
     }
     /// The most recent sample.
     pub fn latest(&self) -> Duration {
-        self.latest
+        Duration::from_nanos(self.latest_ns)
     }
     /// The smallest sample seen (`Duration::MAX` before the first).
     pub fn min_rtt(&self) -> Duration {
-        self.min_rtt
+        if self.min_rtt_ns == u64::MAX {
+            Duration::MAX
+        } else {
+            Duration::from_nanos(self.min_rtt_ns)
+        }
     }
     /// RTTVAR.
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar_ns)
     }
 
     /// The current RTO, with backoff applied and the bounds enforced.
@@ -118,17 +130,19 @@ impl RttEstimator {
     }
 
     fn compute_rto(&self) -> Duration {
-        let base = match self.srtt {
+        let base = match self.srtt_ns {
             //# (2.3) RTO <- SRTT + max (G, K*RTTVAR), where K = 4.
-            Some(srtt) => srtt + self.config.granularity.max(self.rttvar * 4),
-            None => self.config.initial_rto,
+            Some(srtt) => {
+                srtt.saturating_add(nanos(self.config.granularity).max(self.rttvar_ns * 4))
+            }
+            None => nanos(self.config.initial_rto),
         };
         //# (2.4) Whenever RTO is computed, if it is less than 1 second, then the
         //# RTO SHOULD be rounded up to 1 second.
         // (The minimum is configurable: `RtoConfig::LINUX` uses 200 ms.)
-        let rto = base.max(self.config.min_rto);
-        rto.saturating_mul(1 << self.backoff_shift.min(16))
-            .min(self.config.max_rto)
+        let rto = base.max(nanos(self.config.min_rto));
+        let backed_off = rto.saturating_mul(1 << self.backoff_shift.min(16));
+        Duration::from_nanos(backed_off.min(nanos(self.config.max_rto)))
     }
 
     /// Doubles the RTO after a timeout.

@@ -93,6 +93,8 @@ pub struct Link {
     /// Serialisation time per byte, ns, in 32.32 fixed point (rounded up), so the
     /// per-packet path multiplies instead of dividing.
     ns_per_byte_fp: u128,
+    /// `params.delay` in nanoseconds.
+    delay_ns: u64,
     /// Counters.
     pub stats: LinkStats,
 }
@@ -115,6 +117,7 @@ impl Link {
         Link {
             ns_per_byte_fp: (8_000_000_000u128 << 32)
                 .div_ceil(u128::from(params.rate.as_bps().max(1))),
+            delay_ns: u64::try_from(params.delay.as_nanos()).unwrap_or(u64::MAX / 2),
             loss: LossProcess::new(params.loss, seed, stream),
             params,
             from,
@@ -159,9 +162,10 @@ impl Link {
             return Enqueued::Overflow;
         }
         let start = now.max(self.busy_until);
-        let tx = ((u128::from(size) * self.ns_per_byte_fp).div_ceil(1 << 32)) as u64;
+        // Round up; a shift, not a (slow) 128-bit division.
+        let tx = ((u128::from(size) * self.ns_per_byte_fp + 0xffff_ffff) >> 32) as u64;
         let finish = start + tx;
-        let arrive = finish + self.params.delay.as_nanos() as u64;
+        let arrive = finish + self.delay_ns;
         self.busy_until = finish;
         self.stats.enqueued_pkts += 1;
         self.stats.wait_ns += u128::from(start - now);

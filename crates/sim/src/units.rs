@@ -43,17 +43,18 @@ pub fn parse_rate(s: &str) -> Result<Bandwidth, String> {
 /// Parses a time: a number and one of `ns`, `us`, `ms`, `s`, `min`.
 pub fn parse_time(s: &str) -> Result<Duration, String> {
     let (n, unit, ok) = split(s);
-    let mult =
-        match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "min" => 60.0,
-            _ => return Err(format!(
+    let mult = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "min" => 60.0,
+        _ => {
+            return Err(format!(
                 "`{s}` is not a time: write a number and a unit, e.g. \"50ms\", \"60s\", \"250us\""
-            )),
-        };
+            ))
+        }
+    };
     if !ok || n.is_nan() || n < 0.0 || n * mult >= 1e9 {
         return Err(format!("`{s}` is not a non-negative time"));
     }
@@ -73,9 +74,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "KiB" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!(
+        _ => {
+            return Err(format!(
             "`{s}` is not a size: write a number and a unit, e.g. \"55441B\", \"5GB\", \"64MiB\""
-        )),
+        ))
+        }
     };
     if !ok || n.is_nan() || n < 0.0 || n * mult >= 1.8e19 {
         return Err(format!("`{s}` is not a non-negative size"));

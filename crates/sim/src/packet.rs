@@ -49,12 +49,6 @@ pub struct PacketPool {
 impl PacketPool {
     /// Takes a slot, initialised to an empty packet sent at `now`.
     pub fn alloc(&mut self, now: Instant) -> PacketId {
-        let blank = Packet {
-            hdr: [0; MAX_TRANSMIT_HEADER],
-            hdr_len: 0,
-            payload_len: 0,
-            sent_at: now,
-        };
         match self.free.pop() {
             Some(id) => {
                 let p = &mut self.slots[id as usize];
@@ -64,7 +58,12 @@ impl PacketPool {
                 id
             }
             None => {
-                self.slots.push(blank);
+                self.slots.push(Packet {
+                    hdr: [0; MAX_TRANSMIT_HEADER],
+                    hdr_len: 0,
+                    payload_len: 0,
+                    sent_at: now,
+                });
                 (self.slots.len() - 1) as PacketId
             }
         }

@@ -31,11 +31,39 @@ pub enum Event {
     Trace,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// A heap entry. `key` packs `(time, seq)` into one integer (time in the high 64
+/// bits) so that ordering is a single comparison; the event never takes part.
+#[derive(Debug, Clone, Copy)]
 struct Entry {
-    time: u64,
-    seq: u64,
+    key: u128,
     event: Event,
+}
+
+impl Entry {
+    fn time(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
+fn key(time: Instant, seq: u64) -> u128 {
+    (u128::from(time.as_nanos()) << 64) | u128::from(seq)
 }
 
 /// A deterministic event list.
@@ -68,8 +96,7 @@ impl Scheduler {
         debug_assert!(time >= self.now, "event scheduled in the past");
         self.seq += 1;
         self.heap.push(Reverse(Entry {
-            time: time.as_nanos(),
-            seq: self.seq,
+            key: key(time, self.seq),
             event,
         }));
     }
@@ -87,10 +114,10 @@ impl Scheduler {
     /// before scheduling anything else.
     pub fn peek_until(&mut self, until: Instant) -> Option<Event> {
         let Reverse(head) = self.heap.peek()?;
-        if head.time > until.as_nanos() {
+        if head.time() > until.as_nanos() {
             return None;
         }
-        self.now = Instant::from_nanos(head.time);
+        self.now = Instant::from_nanos(head.time());
         self.executed += 1;
         Some(head.event)
     }
@@ -108,8 +135,7 @@ impl Scheduler {
         self.seq += 1;
         if let Some(mut top) = self.heap.peek_mut() {
             *top = Reverse(Entry {
-                time: time.as_nanos(),
-                seq: self.seq,
+                key: key(time, self.seq),
                 event,
             });
         }

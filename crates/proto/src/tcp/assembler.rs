@@ -1,16 +1,19 @@
 //! The receiver's out-of-order store: a sorted set of byte ranges above `RCV.NXT`,
 //! and the choice of SACK blocks (RFC 2018 §4).
 //!
-//! Random loss leaves a handful of holes, so a sorted `Vec` of ranges is both the
-//! simplest and the fastest structure here; the cost per segment grows with the
-//! number of holes, never with the window.
+//! Random loss leaves a handful of holes, but a slow-start overshoot can leave one
+//! hole every other segment across a whole window, so ranges live in a `BTreeMap`
+//! (start -> end): O(log holes) per segment either way (a sorted `Vec` spent most of
+//! such a run moving memory).
+
+use std::collections::BTreeMap;
 
 use super::MAX_SACK_BLOCKS;
 
 /// Out-of-order ranges `[start, end)` above the cumulative point.
 #[derive(Debug, Clone, Default)]
 pub struct Assembler {
-    ranges: Vec<(u64, u64)>,
+    ranges: BTreeMap<u64, u64>,
     /// Offsets of the most recently received out-of-order segments, newest first.
     recent: [Option<u64>; MAX_SACK_BLOCKS],
     bytes: u64,
@@ -28,43 +31,47 @@ impl Assembler {
 
     /// Adds `[start, end)`; returns whether any byte was new.
     pub fn insert(&mut self, start: u64, end: u64) -> bool {
-        // First range that ends at or after `start` (may merge with it).
-        let i = self.ranges.partition_point(|&(_, e)| e < start);
-        let mut j = i;
         let (mut s, mut e) = (start, end);
         let mut covered = 0;
-        while j < self.ranges.len() && self.ranges[j].0 <= end {
-            let (rs, re) = self.ranges[j];
-            covered += re.min(end).saturating_sub(rs.max(start));
-            s = s.min(rs);
-            e = e.max(re);
-            j += 1;
+        // A range starting before `start` that reaches it merges.
+        if let Some((&ps, &pe)) = self.ranges.range(..start).next_back() {
+            if pe >= start {
+                covered += pe.min(end) - start;
+                s = ps;
+                e = e.max(pe);
+                self.ranges.remove(&ps);
+                self.bytes -= pe - ps;
+            }
         }
-        let new = (end - start) - covered;
-        let old: u64 = self.ranges[i..j].iter().map(|(a, b)| b - a).sum();
-        self.ranges.splice(i..j, std::iter::once((s, e)));
-        self.bytes = self.bytes - old + (e - s);
+        // Ranges starting inside [start, end] merge too.
+        while let Some((&rs, &re)) = self.ranges.range(start..=end).next() {
+            covered += re.min(end).saturating_sub(rs);
+            e = e.max(re);
+            self.ranges.remove(&rs);
+            self.bytes -= re - rs;
+        }
+        self.ranges.insert(s, e);
+        self.bytes += e - s;
         self.recent.rotate_right(1);
         self.recent[0] = Some(start);
-        new > 0
+        covered < end - start
     }
 
-    /// Removes and returns the range starting at `at` (the hole at `RCV.NXT` was just
-    /// filled up to `at`), if there is one; ranges wholly below `at` are discarded.
+    /// Removes and returns the end of the range that starts at or below `at` and
+    /// reaches past it (the hole at `RCV.NXT` was just filled up to `at`), if there
+    /// is one; ranges wholly at or below `at` are discarded.
     pub fn take_front(&mut self, at: u64) -> Option<u64> {
-        let mut end = None;
-        while let Some(&(s, e)) = self.ranges.first() {
+        while let Some((&s, &e)) = self.ranges.first_key_value() {
             if s > at {
                 break;
             }
-            self.ranges.remove(0);
+            self.ranges.pop_first();
             self.bytes -= e - s;
             if e > at {
-                end = Some(e);
-                break;
+                return Some(e);
             }
         }
-        end
+        None
     }
 
     /// Up to `MAX_SACK_BLOCKS` blocks, the one holding the most recent segment first
@@ -80,21 +87,21 @@ impl Assembler {
             if *off < rcv_nxt {
                 continue;
             }
-            let i = self.ranges.partition_point(|&(_, e)| e <= *off);
-            if let Some(&r) = self.ranges.get(i) {
-                if r.0 <= *off && !out[..n].contains(&Some(r)) {
-                    out[n] = Some(r);
+            if let Some((&s, &e)) = self.ranges.range(..=*off).next_back() {
+                let r = Some((s, e));
+                if e > *off && !out[..n].contains(&r) {
+                    out[n] = r;
                     n += 1;
                 }
             }
         }
         // Fill the remaining room with the lowest ranges, which the sender needs most.
-        for r in &self.ranges {
+        for (&s, &e) in &self.ranges {
             if n == MAX_SACK_BLOCKS {
                 break;
             }
-            if !out[..n].contains(&Some(*r)) {
-                out[n] = Some(*r);
+            if !out[..n].contains(&Some((s, e))) {
+                out[n] = Some((s, e));
                 n += 1;
             }
         }
@@ -113,12 +120,29 @@ mod tests {
         assert!(a.insert(400, 500));
         assert!(!a.insert(200, 300));
         assert!(a.insert(300, 400));
-        assert_eq!(a.ranges, vec![(200, 500)]);
+        assert_eq!(
+            a.ranges.iter().map(|(&s, &e)| (s, e)).collect::<Vec<_>>(),
+            vec![(200, 500)]
+        );
         assert_eq!(a.bytes(), 300);
         assert_eq!(a.take_front(100), None);
         assert_eq!(a.take_front(200), Some(500));
         assert!(a.is_empty());
         assert_eq!(a.bytes(), 0);
+    }
+
+    #[test]
+    fn overlapping_inserts_merge_and_count_new_bytes() {
+        let mut a = Assembler::default();
+        a.insert(100, 200);
+        a.insert(300, 400);
+        a.insert(500, 600);
+        assert!(a.insert(150, 550), "fills 200..300 and 400..500");
+        assert_eq!(a.ranges.len(), 1);
+        assert_eq!(a.bytes(), 500);
+        assert!(!a.insert(120, 580));
+        assert!(a.insert(600, 601), "touching ranges merge");
+        assert_eq!(a.ranges.iter().next(), Some((&100, &601)));
     }
 
     #[test]

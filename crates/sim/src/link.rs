@@ -187,13 +187,19 @@ impl Link {
     /// of the new head, if any (the caller schedules it).
     #[inline]
     pub fn pop_arrival(&mut self, now: Instant) -> (PacketId, Option<Instant>) {
-        self.advance(now.as_nanos());
         let head = self
             .ring
             .pop_front()
             .expect("arrival event without a packet");
         debug_assert_eq!(head.arrive, now.as_nanos());
-        self.departed -= 1;
+        // The head finished transmission before it arrived. If `advance` has not
+        // counted it out of the queue yet, do it here instead of running the loop.
+        if self.departed > 0 {
+            self.departed -= 1;
+        } else {
+            self.queued_pkts -= 1;
+            self.queued_bytes -= u64::from(head.size);
+        }
         self.stats.delivered_pkts += 1;
         self.stats.delivered_bytes += u64::from(head.size);
         (

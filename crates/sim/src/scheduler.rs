@@ -9,9 +9,6 @@
 //! most one live timer event. So the heap holds about one entry per link and per
 //! endpoint, whatever the window sizes, and push/pop cost stays at a few levels.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use longhaul_proto::Instant;
 
 /// What happens when an event fires.
@@ -45,31 +42,18 @@ impl Entry {
     }
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.key == other.key
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&other.key)
-    }
-}
-
 fn key(time: Instant, seq: u64) -> u128 {
     (u128::from(time.as_nanos()) << 64) | u128::from(seq)
 }
 
-/// A deterministic event list.
+/// A deterministic event list: a binary min-heap of [`Entry`] in a `Vec`.
+///
+/// Hand-written rather than `std`'s `BinaryHeap<Reverse<_>>` because the link's
+/// "pass the turn to the next packet" step wants an in-place replace of the top with
+/// one sift-down, and the single-integer key keeps every comparison one instruction.
 #[derive(Debug, Default)]
 pub struct Scheduler {
-    heap: BinaryHeap<Reverse<Entry>>,
+    heap: Vec<Entry>,
     seq: u64,
     now: Instant,
     executed: u64,
@@ -95,10 +79,11 @@ impl Scheduler {
     pub fn schedule(&mut self, time: Instant, event: Event) {
         debug_assert!(time >= self.now, "event scheduled in the past");
         self.seq += 1;
-        self.heap.push(Reverse(Entry {
+        self.heap.push(Entry {
             key: key(time, self.seq),
             event,
-        }));
+        });
+        self.sift_up(self.heap.len() - 1);
     }
 
     /// Pops the next event at or before `until`, advancing the clock to it.
@@ -113,7 +98,7 @@ impl Scheduler {
     /// [`pop_current`](Self::pop_current) or [`replace_current`](Self::replace_current)
     /// before scheduling anything else.
     pub fn peek_until(&mut self, until: Instant) -> Option<Event> {
-        let Reverse(head) = self.heap.peek()?;
+        let head = self.heap.first()?;
         if head.time() > until.as_nanos() {
             return None;
         }
@@ -124,7 +109,11 @@ impl Scheduler {
 
     /// Removes the event [`peek_until`](Self::peek_until) returned.
     pub fn pop_current(&mut self) {
-        self.heap.pop();
+        let Some(last) = self.heap.pop() else { return };
+        if !self.heap.is_empty() {
+            self.heap[0] = last;
+            self.sift_down(0);
+        }
     }
 
     /// Replaces the event [`peek_until`](Self::peek_until) returned with `event` at
@@ -133,12 +122,49 @@ impl Scheduler {
     pub fn replace_current(&mut self, time: Instant, event: Event) {
         debug_assert!(time >= self.now, "event scheduled in the past");
         self.seq += 1;
-        if let Some(mut top) = self.heap.peek_mut() {
-            *top = Reverse(Entry {
+        if let Some(top) = self.heap.first_mut() {
+            *top = Entry {
                 key: key(time, self.seq),
                 event,
-            });
+            };
+            self.sift_down(0);
         }
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        let e = self.heap[i];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.heap[parent].key <= e.key {
+                break;
+            }
+            self.heap[i] = self.heap[parent];
+            i = parent;
+        }
+        self.heap[i] = e;
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        let e = self.heap[i];
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && self.heap[r].key < self.heap[l].key {
+                r
+            } else {
+                l
+            };
+            if e.key <= self.heap[c].key {
+                break;
+            }
+            self.heap[i] = self.heap[c];
+            i = c;
+        }
+        self.heap[i] = e;
     }
 
     /// Entries pending.
@@ -189,6 +215,31 @@ mod tests {
         assert_eq!(s.pop_until(Instant::MAX), Some(Event::Sample));
         assert_eq!(s.pop_until(Instant::MAX), Some(Event::LinkArrival(0)));
         assert!(s.is_empty());
+    }
+
+    #[test]
+    fn many_events_come_out_sorted() {
+        let mut s = Scheduler::new();
+        let mut x: u64 = 12345;
+        let mut expect = vec![];
+        for i in 0..5000u32 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let t = (x >> 40) % 1000;
+            s.schedule(Instant::from_nanos(t), Event::FlowStart(i));
+            expect.push((t, i));
+        }
+        expect.sort();
+        let got: Vec<(u64, u32)> = std::iter::from_fn(|| {
+            let e = s.pop_until(Instant::MAX)?;
+            let Event::FlowStart(i) = e else {
+                unreachable!()
+            };
+            Some((s.now().as_nanos(), i))
+        })
+        .collect();
+        assert_eq!(got, expect);
     }
 
     #[test]

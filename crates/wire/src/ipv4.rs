@@ -194,6 +194,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let b = self.buffer.as_mut();
         b[field::DS_ECN] = (dscp << 2) | (b[field::DS_ECN] & 0x03);
     }
+    /// Sets the total length (header and payload).
+    pub fn set_total_len(&mut self, len: u16) {
+        self.buffer.as_mut()[field::LENGTH].copy_from_slice(&len.to_be_bytes());
+    }
     /// Sets the time to live.
     pub fn set_ttl(&mut self, ttl: u8) {
         self.buffer.as_mut()[field::TTL] = ttl;

@@ -191,6 +191,28 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
+    /// Sets the sequence number.
+    pub fn set_seq_number(&mut self, seq: TcpSeqNumber) {
+        self.buffer.as_mut()[field::SEQ_NUM].copy_from_slice(&seq.0.to_be_bytes());
+    }
+    /// Sets the acknowledgement number (the ACK flag is separate).
+    pub fn set_ack_number(&mut self, ack: TcpSeqNumber) {
+        self.buffer.as_mut()[field::ACK_NUM].copy_from_slice(&ack.0.to_be_bytes());
+    }
+    /// Sets the window field.
+    pub fn set_window_len(&mut self, window: u16) {
+        self.buffer.as_mut()[field::WIN_SIZE].copy_from_slice(&window.to_be_bytes());
+    }
+    /// Sets or clears the FIN flag.
+    pub fn set_fin(&mut self, fin: bool) {
+        let b = &mut self.buffer.as_mut()[field::FLAGS.start + 1];
+        *b = if fin {
+            *b | field::FLG_FIN as u8
+        } else {
+            *b & !(field::FLG_FIN as u8)
+        };
+    }
+
     /// Recomputes the checksum for a segment of `segment_len` bytes (see
     /// [`verify_checksum`](Self::verify_checksum)).
     pub fn fill_checksum(&mut self, src: Ipv4Address, dst: Ipv4Address, segment_len: usize) {

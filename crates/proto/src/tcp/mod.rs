@@ -270,7 +270,13 @@ pub struct TcpConnection {
 
     events: VecDeque<Event>,
     stats: TcpStats,
+    /// IPv4 and TCP headers of an option-less ACK-bearing segment of this
+    /// connection, built once established: most segments are this template with
+    /// the sequence, acknowledgement, window and length patched in.
+    template: Option<[u8; TEMPLATE_LEN]>,
 }
+
+const TEMPLATE_LEN: usize = ipv4::HEADER_LEN + longhaul_wire::tcp::HEADER_LEN;
 
 impl TcpConnection {
     /// A closed connection between `local` and `remote`; `iss` is the initial send
@@ -327,6 +333,7 @@ impl TcpConnection {
             delack_at: None,
             events: VecDeque::new(),
             stats: TcpStats::default(),
+            template: None,
         }
     }
 
@@ -537,6 +544,45 @@ impl TcpConnection {
         }
         self.rto_at = None;
         self.events.push_back(Event::Connected);
+        self.template = Some(self.build_template());
+    }
+
+    fn build_template(&self) -> [u8; TEMPLATE_LEN] {
+        let mut t = [0u8; TEMPLATE_LEN];
+        let repr = TcpRepr {
+            src_port: self.local.1,
+            dst_port: self.remote.1,
+            control: TcpControl::None,
+            seq_number: TcpSeqNumber(0),
+            ack_number: Some(TcpSeqNumber(0)),
+            window_len: 0,
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges: [None; MAX_SACK_BLOCKS],
+            push: false,
+            payload_len: 0,
+        };
+        let ip = self.ip_repr(repr.segment_len());
+        ip.emit(&mut t, Checksum::None);
+        repr.emit(
+            &mut t[ipv4::HEADER_LEN..],
+            ip.src_addr,
+            ip.dst_addr,
+            Checksum::None,
+        );
+        t
+    }
+
+    fn ip_repr(&self, payload_len: usize) -> Ipv4Repr {
+        Ipv4Repr {
+            src_addr: self.local.0,
+            dst_addr: self.remote.0,
+            protocol: IpProtocol::Tcp,
+            payload_len,
+            ttl: 64,
+            dscp: self.cfg.dscp,
+        }
     }
 
     fn process_established(&mut self, now: Instant, repr: &TcpRepr) {
@@ -864,8 +910,66 @@ impl TcpConnection {
         //# <SYN,ACK>) MUST NOT be scaled.
         let shift = if syn { 0 } else { self.rcv_wscale };
         let window_len = (free >> shift).min(65535) as u16;
+        let with_sack = self.sack_ok && !syn && !self.asm.is_empty();
+        let header_len = match (&self.template, ack_number) {
+            (Some(template), Some(ack)) if !syn && !with_sack => {
+                // Fast path: no options. Same bytes as `TcpRepr::emit` would write
+                // (a test holds the two paths to that).
+                let b = &mut buf[..TEMPLATE_LEN];
+                b.copy_from_slice(template);
+                let mut ip = Ipv4Packet::new_unchecked(&mut *b);
+                ip.set_total_len((TEMPLATE_LEN + payload_len) as u16);
+                if self.cfg.checksum == Checksum::Both {
+                    ip.fill_checksum();
+                }
+                let mut tcp = TcpPacket::new_unchecked(&mut b[ipv4::HEADER_LEN..]);
+                tcp.set_seq_number(seq);
+                tcp.set_ack_number(ack);
+                tcp.set_window_len(window_len);
+                tcp.set_fin(control == TcpControl::Fin);
+                if self.cfg.checksum == Checksum::Both {
+                    let seg_len = longhaul_wire::tcp::HEADER_LEN + payload_len;
+                    tcp.fill_checksum(self.local.0, self.remote.0, seg_len);
+                }
+                TEMPLATE_LEN
+            }
+            _ => self.emit_with_options(
+                buf,
+                control,
+                seq,
+                ack_number,
+                window_len,
+                with_sack,
+                payload_len,
+            ),
+        };
+        if ack_number.is_some() {
+            self.ack_now = false;
+            self.unacked_segments = 0;
+            self.delack_at = None;
+        }
+        self.stats.segments_sent += 1;
+        Transmit {
+            header_len,
+            payload_len,
+        }
+    }
+
+    /// The general emit path: SYN options or SACK blocks. Returns the header length.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_with_options(
+        &self,
+        buf: &mut [u8],
+        control: TcpControl,
+        seq: TcpSeqNumber,
+        ack_number: Option<TcpSeqNumber>,
+        window_len: u16,
+        with_sack: bool,
+        payload_len: usize,
+    ) -> usize {
+        let syn = control == TcpControl::Syn;
         let mut sack_ranges = [None; MAX_SACK_BLOCKS];
-        if self.sack_ok && !syn && !self.asm.is_empty() {
+        if with_sack {
             let base = self.irs + 1;
             for (slot, block) in sack_ranges
                 .iter_mut()
@@ -892,14 +996,7 @@ impl TcpConnection {
             push: false,
             payload_len,
         };
-        let ip = Ipv4Repr {
-            src_addr: self.local.0,
-            dst_addr: self.remote.0,
-            protocol: IpProtocol::Tcp,
-            payload_len: repr.segment_len(),
-            ttl: 64,
-            dscp: self.cfg.dscp,
-        };
+        let ip = self.ip_repr(repr.segment_len());
         ip.emit(buf, self.cfg.checksum);
         repr.emit(
             &mut buf[ipv4::HEADER_LEN..],
@@ -907,15 +1004,6 @@ impl TcpConnection {
             ip.dst_addr,
             self.cfg.checksum,
         );
-        if ack_number.is_some() {
-            self.ack_now = false;
-            self.unacked_segments = 0;
-            self.delack_at = None;
-        }
-        self.stats.segments_sent += 1;
-        Transmit {
-            header_len: ipv4::HEADER_LEN + repr.header_len(),
-            payload_len,
-        }
+        ipv4::HEADER_LEN + repr.header_len()
     }
 }

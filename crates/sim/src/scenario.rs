@@ -38,7 +38,6 @@ use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec};
-use crate::link::QueueLimit;
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
 use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology};
@@ -665,15 +664,4 @@ pub fn reference(one_way_delay: &str, loss: f64) -> Result<Scenario, ScenarioErr
     .and_then(|_| crate::sweep::set_path(&mut v, "topology.links.1.loss", toml::Value::Float(loss)))
     .map_err(|m| syntax(Path::new("<reference>"), m))?;
     Scenario::from_value(v, Path::new("<reference>"))
-}
-
-#[cfg(test)]
-mod tests;
-
-/// The queue limit of a link direction as built, for reports and tests.
-pub fn limit_of(topo: &Topology, name: &str) -> Option<QueueLimit> {
-    topo.links
-        .iter()
-        .find(|(_, _, p)| p.name == name)
-        .map(|(_, _, p)| p.limit)
 }

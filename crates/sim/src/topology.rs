@@ -133,6 +133,14 @@ impl Topology {
             .push((b, a, dir(format!("{name}.rev"), spec.loss_reverse)));
     }
 
+    /// The parameters of the link direction called `name`.
+    pub fn link(&self, name: &str) -> Option<&LinkParams> {
+        self.links
+            .iter()
+            .map(|(_, _, p)| p)
+            .find(|p| p.name == name)
+    }
+
     /// The node called `name`.
     pub fn node(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)

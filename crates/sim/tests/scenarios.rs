@@ -35,7 +35,7 @@ fn the_reference_scenario_loads() {
     assert_eq!(s.flows.len(), 1);
     // 1 BDP of a 1 Gb/s, 100 ms path.
     assert_eq!(
-        longhaul_sim::scenario::limit_of(&s.topology, "link1"),
+        s.topology.link("link1").map(|l| l.limit),
         Some(longhaul_sim::link::QueueLimit::Bytes(12_500_000))
     );
 }

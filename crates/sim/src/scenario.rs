@@ -40,7 +40,10 @@ use serde::Deserialize;
 use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec};
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
-use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology};
+use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
+
+/// Most samples a series may hold (duration / interval).
+const MAX_SAMPLES: u128 = 10_000_000;
 use crate::units::{parse_queue, parse_rate, parse_size, parse_time};
 
 /// A scenario that failed to load.
@@ -346,8 +349,25 @@ impl Loader<'_> {
                 "must be above zero and at most `duration`",
             ));
         }
+        // Series are kept in memory: bound their length.
+        let samples = |i: Duration| duration.as_nanos() / i.as_nanos().max(1);
+        if samples(sample_interval) > MAX_SAMPLES {
+            return Err(self.err(
+                "sample_interval",
+                format!(
+                    "would record {} samples; at most {MAX_SAMPLES}: use a longer interval",
+                    samples(sample_interval)
+                ),
+            ));
+        }
         let topology = match &f.topology {
             TopologyFile::Chain { links } => {
+                if links.len() >= MAX_NODES {
+                    return Err(self.err(
+                        "topology.links",
+                        format!("at most {} links in a chain", MAX_NODES - 1),
+                    ));
+                }
                 if links.is_empty() {
                     return Err(self.err(
                         "topology.links",
@@ -367,8 +387,11 @@ impl Loader<'_> {
                 bottleneck,
                 egress,
             } => {
-                if *pairs == 0 || *pairs > 10_000 {
-                    return Err(self.err("topology.pairs", "must be from 1 to 10000"));
+                if *pairs == 0 || 2 * *pairs + 2 > MAX_NODES {
+                    return Err(self.err(
+                        "topology.pairs",
+                        format!("must be from 1 to {}", (MAX_NODES - 2) / 2),
+                    ));
                 }
                 let access = self.link("topology.access", access)?;
                 let bottleneck = self.link("topology.bottleneck", bottleneck)?;
@@ -420,8 +443,11 @@ impl Loader<'_> {
             (true, None) => Some(sample_interval),
             (true, Some(s)) => {
                 let t = self.time("outputs.trace_interval", s)?;
-                if t < Duration::from_micros(1) {
-                    return Err(self.err("outputs.trace_interval", "must be at least 1us"));
+                if t.is_zero() || samples(t) > MAX_SAMPLES {
+                    return Err(self.err(
+                        "outputs.trace_interval",
+                        format!("must be above zero and record at most {MAX_SAMPLES} samples: use a longer interval"),
+                    ));
                 }
                 Some(t)
             }

@@ -192,27 +192,35 @@ impl Topology {
     /// ties go to the link added first.
     pub fn routes(&self) -> Vec<Vec<Option<u32>>> {
         let n = self.nodes.len();
-        let mut out = vec![vec![None; n]; n];
-        for (src, row) in out.iter_mut().enumerate() {
-            // BFS from src, remembering the first link taken.
-            let mut first: Vec<Option<u32>> = vec![None; n];
-            let mut seen = vec![false; n];
-            seen[src] = true;
-            let mut frontier = std::collections::VecDeque::from([src]);
-            while let Some(u) = frontier.pop_front() {
-                for (li, (a, b, _)) in self.links.iter().enumerate() {
-                    if *a == u && !seen[*b] {
-                        seen[*b] = true;
-                        first[*b] = if u == src { Some(li as u32) } else { first[u] };
-                        frontier.push_back(*b);
+        // Outgoing link directions per node, in the order they were added.
+        let mut out_links: Vec<Vec<(usize, u32)>> = vec![vec![]; n];
+        for (li, (a, b, _)) in self.links.iter().enumerate() {
+            out_links[*a].push((*b, li as u32));
+        }
+        (0..n)
+            .map(|src| {
+                // BFS from src, remembering the first link taken.
+                let mut first: Vec<Option<u32>> = vec![None; n];
+                let mut seen = vec![false; n];
+                seen[src] = true;
+                let mut frontier = std::collections::VecDeque::from([src]);
+                while let Some(u) = frontier.pop_front() {
+                    for &(b, li) in &out_links[u] {
+                        if !seen[b] {
+                            seen[b] = true;
+                            first[b] = if u == src { Some(li) } else { first[u] };
+                            frontier.push_back(b);
+                        }
                     }
                 }
-            }
-            *row = first;
-        }
-        out
+                first
+            })
+            .collect()
     }
 }
+
+/// Most nodes a topology may have: the routing table is nodes x nodes.
+pub const MAX_NODES: usize = 4096;
 
 impl Default for Topology {
     fn default() -> Self {

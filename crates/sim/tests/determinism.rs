@@ -88,3 +88,20 @@ fn sweep_results_do_not_depend_on_thread_count() {
         one[1].flows[0].delivered_bytes
     );
 }
+
+/// The TCP engine's header prediction is an optimisation only: a lossy run with
+/// several flows gives byte-identical results with it turned off.
+#[test]
+fn header_prediction_does_not_change_results() {
+    let on = common::scenario(&lossy(5));
+    let mut off = on.clone();
+    for f in &mut off.flows {
+        if let longhaul_sim::app::FlowSpec::Tcp(t) = f {
+            t.config.header_prediction = false;
+        }
+    }
+    let a = longhaul_sim::simulate(&on).unwrap();
+    let b = longhaul_sim::simulate(&off).unwrap();
+    assert_eq!(a, b);
+    assert!(a.summary.flows[0].retransmits.unwrap() > 10, "the run exercises recovery");
+}

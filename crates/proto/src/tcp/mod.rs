@@ -15,6 +15,7 @@
 //! a timer from [`TcpConnection::poll_timeout`].
 
 mod assembler;
+mod fast_path;
 mod scoreboard;
 #[cfg(test)]
 mod tests;
@@ -110,6 +111,10 @@ pub struct TcpConfig {
     pub dscp: u8,
     /// Checksums on emit and parse (the simulator turns them off on its hot path).
     pub checksum: Checksum,
+    /// Header prediction: handle the two common segments (in-order data, a plain
+    /// cumulative ACK) without the general parser. Results are identical either way
+    /// (a test holds them to that); the switch exists so that they can be compared.
+    pub header_prediction: bool,
 }
 
 impl Default for TcpConfig {
@@ -129,6 +134,7 @@ impl Default for TcpConfig {
             window_scaling: true,
             dscp: 0,
             checksum: Checksum::Both,
+            header_prediction: true,
         }
     }
 }
@@ -427,6 +433,9 @@ impl TcpConnection {
     /// Processes an IPv4 datagram (payload may be elided). Anything that is not a
     /// valid TCP segment for this connection is counted and dropped.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        if self.cfg.header_prediction && self.try_fast_path(now, datagram) {
+            return;
+        }
         let Some(repr) = self.parse(datagram) else {
             self.stats.bad_datagrams += 1;
             return;

@@ -254,3 +254,50 @@ fn fast_path_matches_the_general_emitter() {
         assert!(tcp.verify_checksum(A, B, 20 + len));
     }
 }
+
+/// Header prediction changes nothing: the same transfers, with and without it, end
+/// in the same state with the same counters (loss, SACK and NewReno, delayed ACKs).
+#[test]
+fn header_prediction_is_invisible() {
+    let cases: Vec<(TcpConfig, fn(u64) -> bool)> = vec![
+        (TcpConfig::default(), |n| n % 97 == 0),
+        (
+            TcpConfig {
+                sack: false,
+                ..TcpConfig::default()
+            },
+            |n| n % 89 == 0 || n == 300,
+        ),
+        (
+            TcpConfig {
+                ack: AckPolicy::DELAYED,
+                ..TcpConfig::default()
+            },
+            |n| n % 101 == 0,
+        ),
+        (
+            TcpConfig {
+                checksum: Checksum::Both,
+                ..TcpConfig::default()
+            },
+            |_| false,
+        ),
+    ];
+    for (cfg, drop) in cases {
+        let fast = transfer(cfg, 3_000_000, drop);
+        let slow = transfer(
+            TcpConfig {
+                header_prediction: false,
+                ..cfg
+            },
+            3_000_000,
+            drop,
+        );
+        assert_eq!(fast.server.delivered_bytes(), 3_000_000);
+        assert_eq!(fast.client.stats(), slow.client.stats());
+        assert_eq!(fast.server.stats(), slow.server.stats());
+        assert_eq!(fast.client.cwnd(), slow.client.cwnd());
+        assert_eq!(fast.client.rtt().srtt(), slow.client.rtt().srtt());
+        assert_eq!(fast.now, slow.now);
+    }
+}

@@ -103,5 +103,8 @@ fn header_prediction_does_not_change_results() {
     let a = longhaul_sim::simulate(&on).unwrap();
     let b = longhaul_sim::simulate(&off).unwrap();
     assert_eq!(a, b);
-    assert!(a.summary.flows[0].retransmits.unwrap() > 10, "the run exercises recovery");
+    assert!(
+        a.summary.flows[0].retransmits.unwrap() > 10,
+        "the run exercises recovery"
+    );
 }

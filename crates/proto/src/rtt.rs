@@ -50,8 +50,9 @@ pub struct RttEstimator {
     latest_ns: u64,
     min_rtt_ns: u64,
     backoff_shift: u32,
-    /// The RTO, recomputed on every sample and backoff (read on every ACK).
-    rto: Duration,
+    /// The RTO in nanoseconds, recomputed on every sample and backoff (read on
+    /// every ACK).
+    rto_ns: u64,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -68,16 +69,20 @@ impl RttEstimator {
             latest_ns: 0,
             min_rtt_ns: u64::MAX,
             backoff_shift: 0,
-            rto: Duration::ZERO,
+            rto_ns: 0,
         };
-        e.rto = e.compute_rto();
+        e.rto_ns = e.compute_rto();
         e
     }
 
     /// Takes a sample `r` (Karn's rule is the caller's: never sample a retransmitted
     /// segment).
     pub fn on_sample(&mut self, r: Duration) {
-        let r = nanos(r);
+        self.on_sample_nanos(nanos(r));
+    }
+
+    /// [`on_sample`](Self::on_sample) in nanoseconds (the engines' per-ACK path).
+    pub fn on_sample_nanos(&mut self, r: u64) {
         self.latest_ns = r;
         self.min_rtt_ns = self.min_rtt_ns.min(r);
         match self.srtt_ns {
@@ -100,7 +105,7 @@ impl RttEstimator {
         // A new sample after a retransmission timeout ends the backoff (RFC 6298 5.7
         // leaves this to the implementation; Linux does the same).
         self.backoff_shift = 0;
-        self.rto = self.compute_rto();
+        self.rto_ns = self.compute_rto();
     }
 
     /// The smoothed RTT, if any sample has been taken.
@@ -126,10 +131,15 @@ impl RttEstimator {
 
     /// The current RTO, with backoff applied and the bounds enforced.
     pub fn rto(&self) -> Duration {
-        self.rto
+        Duration::from_nanos(self.rto_ns)
     }
 
-    fn compute_rto(&self) -> Duration {
+    /// The current RTO in nanoseconds.
+    pub fn rto_nanos(&self) -> u64 {
+        self.rto_ns
+    }
+
+    fn compute_rto(&self) -> u64 {
         let base = match self.srtt_ns {
             //# (2.3) RTO <- SRTT + max (G, K*RTTVAR), where K = 4.
             Some(srtt) => {
@@ -142,14 +152,14 @@ impl RttEstimator {
         // (The minimum is configurable: `RtoConfig::LINUX` uses 200 ms.)
         let rto = base.max(nanos(self.config.min_rto));
         let backed_off = rto.saturating_mul(1 << self.backoff_shift.min(16));
-        Duration::from_nanos(backed_off.min(nanos(self.config.max_rto)))
+        backed_off.min(nanos(self.config.max_rto))
     }
 
     /// Doubles the RTO after a timeout.
     //# (5.5) The host MUST set RTO <- RTO * 2 ("back off the timer").
     pub fn on_timeout(&mut self) {
         self.backoff_shift = (self.backoff_shift + 1).min(16);
-        self.rto = self.compute_rto();
+        self.rto_ns = self.compute_rto();
     }
 }
 

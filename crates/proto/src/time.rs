@@ -24,6 +24,14 @@ impl Instant {
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
+    /// `self + ns` nanoseconds, saturating.
+    pub const fn add_nanos(self, ns: u64) -> Instant {
+        Instant(self.0.saturating_add(ns))
+    }
+    /// Nanoseconds from `earlier` to `self`, zero if `earlier` is later.
+    pub const fn nanos_since(self, earlier: Instant) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
     /// Seconds since the epoch, for reports.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 * 1e-9

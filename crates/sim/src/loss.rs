@@ -1,6 +1,6 @@
 //! Per-direction loss models, each with its own seeded RNG stream.
 
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// A packet-loss process.
@@ -51,6 +51,18 @@ pub struct LossProcess {
     model: LossModel,
     rng: Xoshiro256PlusPlus,
     bad: bool,
+    /// Bernoulli `p` as a threshold on a uniform `u64`: one integer comparison per
+    /// packet instead of a float conversion.
+    threshold: u64,
+}
+
+/// `p` in [0, 1] as a threshold `t` with P(uniform u64 < t) = p (to 2^-64).
+fn threshold(p: f64) -> u64 {
+    if p >= 1.0 {
+        u64::MAX
+    } else {
+        (p * 18_446_744_073_709_551_616.0) as u64
+    }
 }
 
 impl LossProcess {
@@ -61,10 +73,15 @@ impl LossProcess {
         for _ in 0..=stream {
             rng.jump();
         }
+        let threshold = match model {
+            LossModel::Bernoulli { p } => threshold(p),
+            _ => 0,
+        };
         LossProcess {
             model,
             rng,
             bad: false,
+            threshold,
         }
     }
 
@@ -73,7 +90,7 @@ impl LossProcess {
     pub fn lose(&mut self) -> bool {
         match self.model {
             LossModel::None => false,
-            LossModel::Bernoulli { p } => self.rng.gen::<f64>() < p,
+            LossModel::Bernoulli { .. } => self.rng.next_u64() < self.threshold,
             LossModel::GilbertElliott {
                 p_good_to_bad,
                 p_bad_to_good,

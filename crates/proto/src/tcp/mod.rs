@@ -549,7 +549,7 @@ impl TcpConnection {
             self.cfg.initial_window.bytes(self.smss),
         );
         if let (Some(sent), false) = (self.syn_sent_at, self.syn_retransmitted) {
-            self.rtt.on_sample(now - sent);
+            self.rtt.on_sample_nanos(now.nanos_since(sent));
         }
         self.rto_at = None;
         self.events.push_back(Event::Connected);
@@ -645,7 +645,7 @@ impl TcpConnection {
         if ack_off > una {
             let cum = self.board.on_cumulative_ack(ack_off);
             if let Some(sent) = cum.rtt_sample_from {
-                self.rtt.on_sample(now - sent);
+                self.rtt.on_sample_nanos(now.nanos_since(sent));
             }
             let acked_segs = (ack_off - una).div_ceil(self.smss);
             self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
@@ -653,7 +653,9 @@ impl TcpConnection {
             //= https://www.rfc-editor.org/rfc/rfc6298#section-5
             //# (5.3) When an ACK is received that acknowledges new data, restart the
             //# retransmission timer so that it will expire after RTO seconds
-            self.rto_at = self.has_unacked().then(|| now + self.rtt.rto());
+            self.rto_at = self
+                .has_unacked()
+                .then(|| now.add_nanos(self.rtt.rto_nanos()));
             match self.recovery {
                 Some(point) if ack_off >= point => {
                     self.recovery = None;
@@ -822,7 +824,7 @@ impl TcpConnection {
         }
         //# (5.6) Start the retransmission timer, such that it expires after RTO
         //# seconds (for the value of RTO after the doubling operation outlined in 5.5).
-        self.rto_at = Some(now + self.rtt.rto());
+        self.rto_at = Some(now.add_nanos(self.rtt.rto_nanos()));
     }
 
     /// The next deadline at which [`handle_timeout`](Self::handle_timeout) has work.
@@ -849,7 +851,8 @@ impl TcpConnection {
             State::SynSent | State::SynReceived if self.syn_pending => {
                 self.syn_pending = false;
                 self.syn_sent_at = Some(now);
-                self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
+                self.rto_at
+                    .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
                 let seq = self.iss;
                 return Some(self.emit(buf, TcpControl::Syn, seq, 0));
             }
@@ -863,7 +866,8 @@ impl TcpConnection {
                 self.fast_rtx_pending = false;
                 self.board.on_retransmit(now, off);
                 self.stats.retransmits += 1;
-                self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
+                self.rto_at
+                    .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
                 let seq = self.seq_of_snd(off);
                 return Some(self.emit(buf, TcpControl::None, seq, len as usize));
             }
@@ -881,14 +885,16 @@ impl TcpConnection {
         {
             self.board.on_send_new(now);
             self.stats.data_segments_sent += 1;
-            self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
+            self.rto_at
+                .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
             return Some(self.emit(buf, TcpControl::None, seq, len as usize));
         }
 
         if self.closed && !self.fin_sent && max == self.written {
             self.fin_sent = true;
-            self.rto_at.get_or_insert_with(|| now + self.rtt.rto());
+            self.rto_at
+                .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
             return Some(self.emit(buf, TcpControl::Fin, seq, 0));
         }

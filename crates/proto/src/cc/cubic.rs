@@ -158,7 +158,7 @@ impl CongestionControl for Cubic {
         self.cwnd += (target - self.cwnd) / self.cwnd * acked;
     }
 
-    fn on_congestion_event(&mut self, _now: Instant, _in_flight: u64) {
+    fn on_loss(&mut self, _now: Instant, _in_flight: u64) {
         self.reduce();
         self.cwnd = self.ssthresh;
     }
@@ -167,7 +167,7 @@ impl CongestionControl for Cubic {
         self.cwnd = self.ssthresh;
     }
 
-    fn on_rto(&mut self, _now: Instant, _in_flight: u64) {
+    fn on_timeout(&mut self, _now: Instant, _in_flight: u64) {
         //= https://www.rfc-editor.org/rfc/rfc9438#section-4.8
         //# In the case of a timeout, CUBIC follows Reno to reduce cwnd [RFC5681] but
         //# sets ssthresh using beta_cubic
@@ -199,7 +199,7 @@ mod tests {
     fn window_follows_the_cubic_function_after_a_loss() {
         let rtt = Duration::from_millis(100);
         let mut c = Cubic::new(CubicConfig::default(), SMSS, 1000 * SMSS);
-        c.on_congestion_event(Instant::ZERO, 1000 * SMSS);
+        c.on_loss(Instant::ZERO, 1000 * SMSS);
         assert_eq!(c.window() / SMSS, 700);
         let mut now = Instant::ZERO;
         let mut t_epoch = None;
@@ -234,8 +234,8 @@ mod tests {
     #[test]
     fn fast_convergence_lowers_w_max() {
         let mut c = Cubic::new(CubicConfig::default(), SMSS, 100 * SMSS);
-        c.on_congestion_event(Instant::ZERO, 0); // w_max = 100, cwnd = 70
-        c.on_congestion_event(Instant::ZERO, 0); // 70 < 100: w_max = 70 * 1.7 / 2
+        c.on_loss(Instant::ZERO, 0); // w_max = 100, cwnd = 70
+        c.on_loss(Instant::ZERO, 0); // 70 < 100: w_max = 70 * 1.7 / 2
         assert!((c.epoch().1 - 59.5).abs() < 1e-9);
         assert_eq!(c.window() / SMSS, 49);
     }

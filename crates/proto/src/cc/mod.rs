@@ -42,15 +42,17 @@ impl AckSample {
 
 /// The congestion control interface every algorithm implements.
 pub trait CongestionControl: core::fmt::Debug + Send {
+    /// A packet of `bytes` bytes left; `in_flight` counts it.
+    fn on_packet_sent(&mut self, _now: Instant, _bytes: u64, _in_flight: u64) {}
     /// Data was acknowledged outside loss recovery.
     fn on_ack(&mut self, _now: Instant, _ack: &AckSample) {}
     /// Loss was detected (fast retransmit): the start of a recovery episode.
     /// `in_flight` is FlightSize in RFC 5681's sense.
-    fn on_congestion_event(&mut self, _now: Instant, _in_flight: u64) {}
+    fn on_loss(&mut self, _now: Instant, _in_flight: u64) {}
     /// The recovery episode ended (the cumulative ACK passed the recovery point).
     fn on_recovery_end(&mut self, _now: Instant) {}
     /// The retransmission timer expired.
-    fn on_rto(&mut self, _now: Instant, _in_flight: u64) {}
+    fn on_timeout(&mut self, _now: Instant, _in_flight: u64) {}
     /// The congestion window in bytes.
     fn window(&self) -> u64;
     /// The slow-start threshold in bytes.
@@ -104,17 +106,20 @@ macro_rules! dispatch {
 }
 
 impl CongestionControl for AnyController {
+    fn on_packet_sent(&mut self, now: Instant, bytes: u64, in_flight: u64) {
+        dispatch!(self, c => c.on_packet_sent(now, bytes, in_flight))
+    }
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         dispatch!(self, c => c.on_ack(now, ack))
     }
-    fn on_congestion_event(&mut self, now: Instant, in_flight: u64) {
-        dispatch!(self, c => c.on_congestion_event(now, in_flight))
+    fn on_loss(&mut self, now: Instant, in_flight: u64) {
+        dispatch!(self, c => c.on_loss(now, in_flight))
     }
     fn on_recovery_end(&mut self, now: Instant) {
         dispatch!(self, c => c.on_recovery_end(now))
     }
-    fn on_rto(&mut self, now: Instant, in_flight: u64) {
-        dispatch!(self, c => c.on_rto(now, in_flight))
+    fn on_timeout(&mut self, now: Instant, in_flight: u64) {
+        dispatch!(self, c => c.on_timeout(now, in_flight))
     }
     fn window(&self) -> u64 {
         dispatch!(self, c => c.window())

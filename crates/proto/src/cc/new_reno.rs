@@ -60,7 +60,7 @@ impl CongestionControl for NewReno {
         }
     }
 
-    fn on_congestion_event(&mut self, _now: Instant, in_flight: u64) {
+    fn on_loss(&mut self, _now: Instant, in_flight: u64) {
         self.reduce(in_flight);
         // With RFC 6675's pipe-based recovery the window is not inflated: cwnd is
         // set to ssthresh at once and the engine sends while pipe < cwnd.
@@ -75,7 +75,7 @@ impl CongestionControl for NewReno {
         self.cwnd = self.ssthresh;
     }
 
-    fn on_rto(&mut self, _now: Instant, in_flight: u64) {
+    fn on_timeout(&mut self, _now: Instant, in_flight: u64) {
         self.reduce(in_flight);
         //# Furthermore, upon a timeout (as specified in [RFC2988]) cwnd MUST be set
         //# to no more than the loss window, LW, which equals 1 full-sized segment
@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn avoidance_adds_one_smss_per_window() {
         let mut c = NewReno::new(SMSS, 10 * SMSS);
-        c.on_congestion_event(Instant::ZERO, 20 * SMSS);
+        c.on_loss(Instant::ZERO, 20 * SMSS);
         assert_eq!(c.window(), 10 * SMSS);
         for _ in 0..9 {
             c.on_ack(Instant::ZERO, &ack(SMSS));
@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn timeout_collapses_to_one_segment() {
         let mut c = NewReno::new(SMSS, 10 * SMSS);
-        c.on_rto(Instant::ZERO, 3 * SMSS);
+        c.on_timeout(Instant::ZERO, 3 * SMSS);
         assert_eq!(c.window(), SMSS);
         assert_eq!(c.ssthresh(), 2 * SMSS);
     }

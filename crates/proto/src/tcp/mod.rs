@@ -720,7 +720,7 @@ impl TcpConnection {
         self.recovery = Some(self.recover);
         self.stats.fast_recoveries += 1;
         self.fast_rtx_pending = true;
-        self.cc.on_congestion_event(now, self.board.outstanding());
+        self.cc.on_loss(now, self.board.outstanding());
     }
 
     fn process_data(&mut self, now: Instant, repr: &TcpRepr) {
@@ -803,7 +803,7 @@ impl TcpConnection {
                 self.syn_retransmitted = true;
             }
             State::Established => {
-                self.cc.on_rto(now, self.board.outstanding());
+                self.cc.on_timeout(now, self.board.outstanding());
                 self.board.on_rto();
                 //= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
                 //# After a retransmit timeout, record the highest sequence number
@@ -865,6 +865,7 @@ impl TcpConnection {
             if self.fast_rtx_pending || self.in_flight() + len <= cwnd {
                 self.fast_rtx_pending = false;
                 self.board.on_retransmit(now, off);
+                self.cc.on_packet_sent(now, len, self.in_flight());
                 self.stats.retransmits += 1;
                 self.rto_at
                     .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
@@ -884,6 +885,7 @@ impl TcpConnection {
             && max + len - self.board.una() <= self.cfg.send_buffer_bytes
         {
             self.board.on_send_new(now);
+            self.cc.on_packet_sent(now, len, self.in_flight());
             self.stats.data_segments_sent += 1;
             self.rto_at
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));

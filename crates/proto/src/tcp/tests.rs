@@ -259,7 +259,8 @@ fn fast_path_matches_the_general_emitter() {
 /// in the same state with the same counters (loss, SACK and NewReno, delayed ACKs).
 #[test]
 fn header_prediction_is_invisible() {
-    let cases: Vec<(TcpConfig, fn(u64) -> bool)> = vec![
+    type DropRule = fn(u64) -> bool;
+    let cases: Vec<(TcpConfig, DropRule)> = vec![
         (TcpConfig::default(), |n| n % 97 == 0),
         (
             TcpConfig {

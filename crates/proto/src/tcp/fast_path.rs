@@ -100,14 +100,7 @@ impl TcpConnection {
         let ack_off = ack_off as u64;
         self.peer_window = window;
         let prior_in_flight = self.in_flight();
-        let cum = self.board.on_cumulative_ack(ack_off);
-        if let Some(sent) = cum.rtt_sample_from {
-            self.rtt.on_sample_nanos(now.nanos_since(sent));
-        }
-        let acked_segs = (ack_off - una).div_ceil(self.smss);
-        self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
-        self.dup_acks = 0;
-        self.rto_at = (self.board.outstanding() > 0).then(|| now.add_nanos(self.rtt.rto_nanos()));
+        let cum = self.on_cumulative_ack(now, una, ack_off);
         let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt());
         self.cc.on_ack(now, &sample);
         true

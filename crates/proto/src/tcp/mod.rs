@@ -643,19 +643,7 @@ impl TcpConnection {
         }
 
         if ack_off > una {
-            let cum = self.board.on_cumulative_ack(ack_off);
-            if let Some(sent) = cum.rtt_sample_from {
-                self.rtt.on_sample_nanos(now.nanos_since(sent));
-            }
-            let acked_segs = (ack_off - una).div_ceil(self.smss);
-            self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
-            self.dup_acks = 0;
-            //= https://www.rfc-editor.org/rfc/rfc6298#section-5
-            //# (5.3) When an ACK is received that acknowledges new data, restart the
-            //# retransmission timer so that it will expire after RTO seconds
-            self.rto_at = self
-                .has_unacked()
-                .then(|| now.add_nanos(self.rtt.rto_nanos()));
+            let cum = self.on_cumulative_ack(now, una, ack_off);
             match self.recovery {
                 Some(point) if ack_off >= point => {
                     self.recovery = None;
@@ -694,6 +682,25 @@ impl TcpConnection {
         if !self.has_unacked() {
             self.rto_at = None;
         }
+    }
+
+    /// The part of an ACK that moves `SND.UNA` from `una` to `ack_off`, shared by the
+    /// general path and header prediction: scoreboard, RTT sample, timer.
+    fn on_cumulative_ack(&mut self, now: Instant, una: u64, ack_off: u64) -> scoreboard::CumAck {
+        let cum = self.board.on_cumulative_ack(ack_off);
+        if let Some(sent) = cum.rtt_sample_from {
+            self.rtt.on_sample_nanos(now.nanos_since(sent));
+        }
+        let acked_segs = (ack_off - una).div_ceil(self.smss);
+        self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
+        self.dup_acks = 0;
+        //= https://www.rfc-editor.org/rfc/rfc6298#section-5
+        //# (5.3) When an ACK is received that acknowledges new data, restart the
+        //# retransmission timer so that it will expire after RTO seconds
+        self.rto_at = self
+            .has_unacked()
+            .then(|| now.add_nanos(self.rtt.rto_nanos()));
+        cum
     }
 
     /// NewReno without SACK: each duplicate ACK stands for one segment that left the

@@ -5,6 +5,10 @@
 //! hole every other segment across a whole window, so ranges live in a `BTreeMap`
 //! (start -> end): O(log holes) per segment either way (a sorted `Vec` spent most of
 //! such a run moving memory).
+//!
+//! The SACK blocks to report are kept apart, as Linux keeps `selective_acks`: the
+//! whole range that each recent out-of-order segment landed in, newest first, updated
+//! on every insert in O(blocks). So an ACK's blocks cost nothing to produce.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +18,9 @@ use super::MAX_SACK_BLOCKS;
 #[derive(Debug, Clone, Default)]
 pub struct Assembler {
     ranges: BTreeMap<u64, u64>,
-    /// Offsets of the most recently received out-of-order segments, newest first.
-    recent: [Option<u64>; MAX_SACK_BLOCKS],
+    /// The ranges holding the most recently received out-of-order segments, newest
+    /// first (each exactly as it stands in `ranges`).
+    sack: [Option<(u64, u64)>; MAX_SACK_BLOCKS],
     bytes: u64,
 }
 
@@ -52,8 +57,17 @@ impl Assembler {
         }
         self.ranges.insert(s, e);
         self.bytes += e - s;
-        self.recent.rotate_right(1);
-        self.recent[0] = Some(start);
+        // The merged range goes first; blocks it swallowed go; the rest move down.
+        let mut blocks = [None; MAX_SACK_BLOCKS];
+        blocks[0] = Some((s, e));
+        let mut n = 1;
+        for b in self.sack.iter().flatten() {
+            if (b.1 < s || b.0 > e) && n < MAX_SACK_BLOCKS {
+                blocks[n] = Some(*b);
+                n += 1;
+            }
+        }
+        self.sack = blocks;
         covered < end - start
     }
 
@@ -67,6 +81,12 @@ impl Assembler {
             }
             self.ranges.pop_first();
             self.bytes -= e - s;
+            // That range is now in order: it is no longer a SACK block.
+            for b in &mut self.sack {
+                if b.is_some_and(|(bs, _)| bs == s) {
+                    *b = None;
+                }
+            }
             if e > at {
                 return Some(e);
             }
@@ -74,36 +94,16 @@ impl Assembler {
         None
     }
 
-    /// Up to `MAX_SACK_BLOCKS` blocks, the one holding the most recent segment first
-    /// (RFC 2018 §4), then other recently changed ones, all above `rcv_nxt`.
-    pub fn sack_blocks(&self, rcv_nxt: u64) -> [Option<(u64, u64)>; MAX_SACK_BLOCKS] {
-        let mut out = [None; MAX_SACK_BLOCKS];
-        let mut n = 0;
+    /// Up to `MAX_SACK_BLOCKS` blocks, the one holding the most recently received
+    /// segment first, then the other recently changed ones (RFC 2018 §4).
+    pub fn sack_blocks(&self) -> [Option<(u64, u64)>; MAX_SACK_BLOCKS] {
         //= https://www.rfc-editor.org/rfc/rfc2018#section-4
         //# The first SACK block (i.e., the one immediately following the kind and
         //# length fields in the option) MUST specify the contiguous block of data
         //# containing the segment which triggered this ACK
-        for off in self.recent.iter().flatten() {
-            if *off < rcv_nxt {
-                continue;
-            }
-            if let Some((&s, &e)) = self.ranges.range(..=*off).next_back() {
-                let r = Some((s, e));
-                if e > *off && !out[..n].contains(&r) {
-                    out[n] = r;
-                    n += 1;
-                }
-            }
-        }
-        // Fill the remaining room with the lowest ranges, which the sender needs most.
-        for (&s, &e) in &self.ranges {
-            if n == MAX_SACK_BLOCKS {
-                break;
-            }
-            if !out[..n].contains(&Some((s, e))) {
-                out[n] = Some((s, e));
-                n += 1;
-            }
+        let mut out = [None; MAX_SACK_BLOCKS];
+        for (slot, b) in out.iter_mut().zip(self.sack.iter().flatten()) {
+            *slot = Some(*b);
         }
         out
     }
@@ -152,10 +152,19 @@ mod tests {
         a.insert(500, 600);
         a.insert(800, 900);
         a.insert(300, 400);
-        let b = a.sack_blocks(100);
+        let b = a.sack_blocks();
         assert_eq!(b[0], Some((200, 400)));
         assert_eq!(b[1], Some((800, 900)));
         assert_eq!(b[2], Some((500, 600)));
         assert_eq!(b[3], None);
+        // Filling the hole at 100 puts 200..400 in order: it is no longer reported.
+        assert_eq!(a.take_front(200), Some(400));
+        assert_eq!(
+            a.sack_blocks(),
+            [Some((800, 900)), Some((500, 600)), None, None]
+        );
+        // A segment joining two ranges reports the joined range, once.
+        a.insert(600, 800);
+        assert_eq!(a.sack_blocks(), [Some((500, 900)), None, None, None]);
     }
 }

@@ -995,10 +995,7 @@ impl TcpConnection {
         let mut sack_ranges = [None; MAX_SACK_BLOCKS];
         if with_sack {
             let base = self.irs + 1;
-            for (slot, block) in sack_ranges
-                .iter_mut()
-                .zip(self.asm.sack_blocks(self.rcv_nxt))
-            {
+            for (slot, block) in sack_ranges.iter_mut().zip(self.asm.sack_blocks()) {
                 *slot = block.map(|(l, r)| (base + l as u32, base + r as u32));
             }
         }

@@ -31,7 +31,7 @@
 
 use std::path::{Path, PathBuf};
 
-use longhaul_proto::cc::{CcAlgorithm, CubicConfig};
+use longhaul_proto::cc::{Avoidance, CcAlgorithm, CubicConfig};
 use longhaul_proto::rtt::RtoConfig;
 use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
 use longhaul_proto::{Duration, Instant};
@@ -209,6 +209,7 @@ struct TcpFlowFile {
     start: Option<String>,
     size: Option<String>,
     cc: Option<String>,
+    avoidance: Option<String>,
     mss: Option<u16>,
     sack: Option<bool>,
     ack_every: Option<u32>,
@@ -522,7 +523,7 @@ impl Loader<'_> {
         let mut c = TcpConfig::default();
         if let Some(cc) = &t.cc {
             c.cc = match cc.as_str() {
-                "newreno" | "reno" => CcAlgorithm::NewReno,
+                "newreno" | "reno" => CcAlgorithm::NewReno(Default::default()),
                 "cubic" => CcAlgorithm::Cubic(CubicConfig::default()),
                 other => {
                     return Err(self.err(
@@ -531,6 +532,27 @@ impl Loader<'_> {
                     ))
                 }
             };
+        }
+        if let Some(a) = &t.avoidance {
+            let avoidance = match a.as_str() {
+                "byte-counting" => Avoidance::ByteCounting,
+                "per-ack" => Avoidance::PerAck,
+                other => {
+                    return Err(self.err(
+                        format!("{key}.avoidance"),
+                        format!("unknown `{other}`: use \"byte-counting\" or \"per-ack\""),
+                    ))
+                }
+            };
+            match &mut c.cc {
+                CcAlgorithm::NewReno(cfg) => cfg.avoidance = avoidance,
+                CcAlgorithm::Cubic(_) => {
+                    return Err(self.err(
+                        format!("{key}.avoidance"),
+                        "applies to cc = \"newreno\" only",
+                    ))
+                }
+            }
         }
         if let Some(mss) = t.mss {
             if !(64..=65000).contains(&mss) {

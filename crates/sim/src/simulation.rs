@@ -573,7 +573,7 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
             s.from = topo.nodes[t.spec.from].name.clone();
             s.to = topo.nodes[t.spec.to].name.clone();
             s.cc = Some(match t.spec.config.cc {
-                longhaul_proto::cc::CcAlgorithm::NewReno => "newreno".into(),
+                longhaul_proto::cc::CcAlgorithm::NewReno(_) => "newreno".into(),
                 longhaul_proto::cc::CcAlgorithm::Cubic(_) => "cubic".into(),
             });
             let st = c.stats();

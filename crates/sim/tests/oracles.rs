@@ -102,6 +102,41 @@ fn reno_throughput_matches_mathis() {
     }
 }
 
+/// Mathis with delayed ACKs: `MSS/RTT * sqrt(3/(4p))`, for Reno's per-ACK increase
+/// (RFC 5681 eq. 3), which grows cwnd by half an SMSS per RTT when every other
+/// segment is acknowledged. Same method and tolerance (±20 %).
+#[test]
+fn delayed_ack_reno_matches_mathis() {
+    let mss = 1448.0;
+    for (rtt_ms, p, secs) in [(20.0, 1e-3, 300), (100.0, 1e-4, 3000)] {
+        let flows = "[[flow]]\nprotocol = \"tcp\"\nack_every = 2\navoidance = \"per-ack\"\n";
+        let mut text = chain(
+            &format!("{secs}s"),
+            "10Gbps",
+            &format!("{}ms", rtt_ms / 2.0),
+            "1bdp",
+            p,
+            flows,
+        );
+        text = text.replace(
+            "plots = false",
+            "plots = false\ntrace = true\ntrace_interval = \"1s\"",
+        );
+        let r = run(&text);
+        let warm = r.trace.len() / 5;
+        let (a, b) = (&r.trace[warm], r.trace.last().unwrap());
+        let measured = (b.delivered_bytes - a.delivered_bytes) as f64 * 8.0 / (b.time_s - a.time_s);
+        let mathis = mss * 8.0 / (rtt_ms / 1e3) * (0.75 / p).sqrt();
+        let ratio = measured / mathis;
+        assert!(
+            (0.8..=1.2).contains(&ratio),
+            "RTT {rtt_ms} ms, p {p}: measured {:.3} Mb/s, Mathis {:.3} Mb/s, ratio {ratio:.3}",
+            measured / 1e6,
+            mathis / 1e6
+        );
+    }
+}
+
 /// Poisson arrivals of fixed-size packets into a DropTail queue at load 0.8 form an
 /// M/D/1 queue: mean number waiting `Lq = rho^2 / (2 (1 - rho))` = 1.6. Tolerance 5 %.
 #[test]

@@ -10,7 +10,7 @@ mod cubic;
 mod new_reno;
 
 pub use cubic::{Cubic, CubicConfig};
-pub use new_reno::NewReno;
+pub use new_reno::{Avoidance, NewReno, NewRenoConfig};
 
 use crate::time::{Duration, Instant};
 
@@ -71,7 +71,7 @@ pub trait CongestionControl: core::fmt::Debug + Send {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CcAlgorithm {
     /// RFC 5681 / RFC 6582.
-    NewReno,
+    NewReno(NewRenoConfig),
     /// RFC 9438.
     Cubic(CubicConfig),
 }
@@ -90,7 +90,9 @@ impl AnyController {
     /// initial window `initial_window` bytes.
     pub fn new(algo: CcAlgorithm, smss: u64, initial_window: u64) -> Self {
         match algo {
-            CcAlgorithm::NewReno => AnyController::NewReno(NewReno::new(smss, initial_window)),
+            CcAlgorithm::NewReno(c) => {
+                AnyController::NewReno(NewReno::new(c, smss, initial_window))
+            }
             CcAlgorithm::Cubic(c) => AnyController::Cubic(Cubic::new(c, smss, initial_window)),
         }
     }

@@ -4,25 +4,49 @@
 //! only moves `cwnd` and `ssthresh`.
 
 use super::{AckSample, CongestionControl};
+
 use crate::time::Instant;
+
+/// How cwnd grows in congestion avoidance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Avoidance {
+    /// Count acknowledged bytes and add SMSS per cwnd of them (RFC 5681's
+    /// recommendation, RFC 3465 with L = 1; Linux does the same): one SMSS per RTT
+    /// whether or not the receiver delays its ACKs.
+    #[default]
+    ByteCounting,
+    /// `cwnd += SMSS*SMSS/cwnd` per ACK (RFC 5681 eq. 3): with delayed ACKs, half an
+    /// SMSS per RTT, the model behind Mathis's `sqrt(3/(4p))`.
+    PerAck,
+}
+
+/// NewReno's parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NewRenoConfig {
+    /// Congestion-avoidance increase rule.
+    pub avoidance: Avoidance,
+}
 
 /// RFC 5681 slow start and congestion avoidance.
 #[derive(Debug, Clone)]
 pub struct NewReno {
+    config: NewRenoConfig,
     smss: u64,
     cwnd: u64,
     ssthresh: u64,
-    /// Bytes acknowledged since `cwnd` last grew in congestion avoidance.
+    /// Byte counting: bytes acknowledged since `cwnd` last grew. Per ACK: the
+    /// fractional remainder of `SMSS*SMSS/cwnd`, scaled by cwnd.
     bytes_acked: u64,
 }
 
 impl NewReno {
     /// A controller with `cwnd = initial_window` and an infinite `ssthresh`.
-    pub fn new(smss: u64, initial_window: u64) -> Self {
+    pub fn new(config: NewRenoConfig, smss: u64, initial_window: u64) -> Self {
         //= https://www.rfc-editor.org/rfc/rfc5681#section-3.1
         //# The initial value of ssthresh SHOULD be set arbitrarily high (e.g.,
         //# to the size of the largest possible advertised window)
         NewReno {
+            config,
             smss,
             cwnd: initial_window,
             ssthresh: u64::MAX,
@@ -45,17 +69,26 @@ impl CongestionControl for NewReno {
             //# cwnd += min (N, SMSS)                      (2)
             self.cwnd += ack.bytes_acked.min(self.smss);
         } else {
-            // RFC 5681 allows cwnd += SMSS*SMSS/cwnd per ACK (3), which truncates to
-            // zero once cwnd exceeds SMSS^2 bytes; we use the byte-counting form it
-            // recommends instead:
-            //# Another common formula that a TCP MAY use to update cwnd during
-            //# congestion avoidance is given in equation (3) ... the RECOMMENDED way
-            //# to increase cwnd during congestion avoidance is to count the number of
-            //# bytes that have been acknowledged by ACKs for new data.
-            self.bytes_acked += ack.bytes_acked;
-            if self.bytes_acked >= self.cwnd {
-                self.bytes_acked -= self.cwnd;
-                self.cwnd += self.smss;
+            match self.config.avoidance {
+                Avoidance::ByteCounting => {
+                    //# Another common formula that a TCP MAY use to update cwnd during
+                    //# congestion avoidance is given in equation (3) ... the RECOMMENDED
+                    //# way to increase cwnd during congestion avoidance is to count the
+                    //# number of bytes that have been acknowledged by ACKs for new data.
+                    self.bytes_acked += ack.bytes_acked;
+                    if self.bytes_acked >= self.cwnd {
+                        self.bytes_acked -= self.cwnd;
+                        self.cwnd += self.smss;
+                    }
+                }
+                Avoidance::PerAck => {
+                    //# cwnd += SMSS*SMSS/cwnd                     (3)
+                    // Kept exact: the remainder carries over, so that a large cwnd
+                    // (where the quotient is below one byte) still grows.
+                    let num = self.smss * self.smss + self.bytes_acked;
+                    self.bytes_acked = num % self.cwnd;
+                    self.cwnd += num / self.cwnd;
+                }
             }
         }
     }
@@ -102,7 +135,7 @@ mod tests {
 
     #[test]
     fn slow_start_adds_one_smss_per_ack() {
-        let mut c = NewReno::new(SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
         for _ in 0..10 {
             c.on_ack(Instant::ZERO, &ack(SMSS));
         }
@@ -114,7 +147,7 @@ mod tests {
 
     #[test]
     fn avoidance_adds_one_smss_per_window() {
-        let mut c = NewReno::new(SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
         c.on_loss(Instant::ZERO, 20 * SMSS);
         assert_eq!(c.window(), 10 * SMSS);
         for _ in 0..9 {
@@ -126,8 +159,36 @@ mod tests {
     }
 
     #[test]
+    fn per_ack_increase_is_rfc5681_equation_3() {
+        let cfg = NewRenoConfig {
+            avoidance: Avoidance::PerAck,
+        };
+        // cwnd = ssthresh = 10 SMSS after the loss. Five delayed ACKs (two segments
+        // each) cover one window: SMSS^2/cwnd each, about SMSS/2 per RTT in all
+        // (100 + 99 + 98 + 97 + 96 bytes, as cwnd grows under them).
+        let mut c = NewReno::new(cfg, SMSS, 20 * SMSS);
+        c.on_loss(Instant::ZERO, 20 * SMSS);
+        for _ in 0..5 {
+            c.on_ack(Instant::ZERO, &ack(2 * SMSS));
+        }
+        assert_eq!(c.window(), 10 * SMSS + 490);
+        // At a cwnd of 2000 SMSS each ACK adds half a byte: the remainder carries, so
+        // 4000 ACKs add 2000 bytes (less the last one's rounding).
+        let mut c = NewReno::new(cfg, SMSS, 4000 * SMSS);
+        c.on_loss(Instant::ZERO, 4000 * SMSS);
+        for _ in 0..4000 {
+            c.on_ack(Instant::ZERO, &ack(SMSS));
+        }
+        assert!(
+            (1998..=2000).contains(&(c.window() - 2000 * SMSS)),
+            "{}",
+            c.window()
+        );
+    }
+
+    #[test]
     fn timeout_collapses_to_one_segment() {
-        let mut c = NewReno::new(SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
         c.on_timeout(Instant::ZERO, 3 * SMSS);
         assert_eq!(c.window(), SMSS);
         assert_eq!(c.ssthresh(), 2 * SMSS);

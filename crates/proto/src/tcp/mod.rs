@@ -124,7 +124,7 @@ impl Default for TcpConfig {
         TcpConfig {
             mss: 1448,
             initial_window: InitialWindow::Rfc3390,
-            cc: CcAlgorithm::NewReno,
+            cc: CcAlgorithm::NewReno(Default::default()),
             rto: RtoConfig::RFC6298,
             sack: true,
             ack: AckPolicy::EVERY_SEGMENT,

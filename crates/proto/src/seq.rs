@@ -1,9 +1,11 @@
 //! Sequence numbers with wrap-aware comparison.
 //!
-//! TCP's 32-bit [`TcpSeqNumber`] lives in `longhaul-wire`, because it is a field type
-//! there; it is re-exported here so engines name all sequence types from one place.
-//! UDT's 31-bit and SCTP's TSN newtypes join it with their engines.
+//! TCP's 32-bit [`TcpSeqNumber`] and UDT's 31-bit [`UdtSeqNumber`] live in
+//! `longhaul-wire`, because they are field types there; they are re-exported here so
+//! engines name all sequence types from one place. SCTP's TSN joins them with its
+//! engine.
 
+pub use longhaul_wire::udt::UdtSeqNumber;
 pub use longhaul_wire::TcpSeqNumber;
 
 /// Maps a 32-bit wire sequence number to a 64-bit stream offset, given a nearby

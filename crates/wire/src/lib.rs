@@ -25,6 +25,7 @@ pub mod checksum;
 pub mod ipv4;
 pub mod tcp;
 pub mod udp;
+pub mod udt;
 
 pub use ipv4::{IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr};
 pub use tcp::{TcpControl, TcpPacket, TcpRepr, TcpSeqNumber};

@@ -1,4 +1,8 @@
-//! Congestion control: one trait, one file and one config struct per algorithm.
+//! Congestion control: one file and one config struct per algorithm.
+//!
+//! Window-based controllers (NewReno, CUBIC) implement [`CongestionControl`]; UDT's
+//! rate-based ones (UDT, AR-UDT) implement [`UdtRateControl`], whose events carry what
+//! UDT's receiver reports (receive rate, link capacity, the ACK's RTT).
 //!
 //! Controllers count in bytes and see the connection only through the event methods
 //! below; loss detection, recovery and the retransmission timer belong to the engine.
@@ -6,11 +10,15 @@
 //! reacts to. [`AnyController`] dispatches statically (an enum, not a trait object),
 //! which keeps the per-ACK path free of indirect calls.
 
+mod ar_udt;
 mod cubic;
 mod new_reno;
+mod udt;
 
+pub use ar_udt::{ArUdt, ArUdtConfig};
 pub use cubic::{Cubic, CubicConfig};
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig};
+pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};
 
 use crate::time::{Duration, Instant};
 

@@ -23,5 +23,6 @@ pub mod seq;
 pub mod tcp;
 
 pub mod time;
+pub mod udt;
 
 pub use time::{Bandwidth, Duration, Instant};

@@ -1,6 +1,7 @@
 //! Traffic: what flows a scenario runs, and their per-run state.
 
 use longhaul_proto::tcp::{TcpConfig, TcpConnection};
+use longhaul_proto::udt::{UdtConnConfig, UdtConnection};
 use longhaul_proto::{Bandwidth, Duration, Instant};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -15,6 +16,21 @@ pub struct TcpFlowSpec {
     /// Connection parameters (both ends).
     pub config: TcpConfig,
     /// When the client opens the connection.
+    pub start: Instant,
+    /// Bytes to send; `None` for an endless backlog.
+    pub size: Option<u64>,
+}
+
+/// A UDT (or AR-UDT) transfer over UDP: endless or a finite number of bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UdtFlowSpec {
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// Connection parameters (both ends; socket IDs and ISN are set per flow).
+    pub config: UdtConnConfig,
+    /// When the client starts the handshake.
     pub start: Instant,
     /// Bytes to send; `None` for an endless backlog.
     pub size: Option<u64>,
@@ -57,6 +73,8 @@ pub enum FlowSpec {
     Tcp(TcpFlowSpec),
     /// UDP.
     Udp(UdpFlowSpec),
+    /// UDT.
+    Udt(UdtFlowSpec),
 }
 
 impl FlowSpec {
@@ -65,6 +83,7 @@ impl FlowSpec {
         match self {
             FlowSpec::Tcp(t) => (t.from, t.to),
             FlowSpec::Udp(u) => (u.from, u.to),
+            FlowSpec::Udt(u) => (u.from, u.to),
         }
     }
     /// Start time.
@@ -72,6 +91,7 @@ impl FlowSpec {
         match self {
             FlowSpec::Tcp(t) => t.start,
             FlowSpec::Udp(u) => u.start,
+            FlowSpec::Udt(u) => u.start,
         }
     }
 }
@@ -85,6 +105,18 @@ pub(crate) struct TcpFlow {
     /// Live timer event per end, if any.
     pub timer_at: [Option<Instant>; 2],
     pub completed_at: Option<Instant>,
+}
+
+/// A UDT flow's run-time state.
+#[derive(Debug)]
+pub(crate) struct UdtFlow {
+    pub spec: UdtFlowSpec,
+    /// `[sender, receiver]`.
+    pub ends: [UdtConnection; 2],
+    pub timer_at: [Option<Instant>; 2],
+    pub completed_at: Option<Instant>,
+    /// Bytes not yet handed to the sender (`u64::MAX`: endless).
+    pub unsent: u64,
 }
 
 /// A UDP flow's run-time state.
@@ -130,6 +162,7 @@ impl UdpFlow {
 pub(crate) enum Flow {
     Tcp(Box<TcpFlow>),
     Udp(Box<UdpFlow>),
+    Udt(Box<UdtFlow>),
 }
 
 impl Flow {
@@ -138,6 +171,7 @@ impl Flow {
         match self {
             Flow::Tcp(t) => t.ends[1].delivered_bytes(),
             Flow::Udp(u) => u.recv_bytes,
+            Flow::Udt(u) => u.ends[1].delivered_bytes(),
         }
     }
 }

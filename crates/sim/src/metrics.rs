@@ -62,6 +62,12 @@ pub struct FlowSummary {
     /// RFC 3550 interarrival jitter at the end, ms (UDP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// NAKs the receiver sent (UDT).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub naks: Option<u64>,
+    /// How often AR-UDT chose each PktSPW class, from "RTT falling" to "rising".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ar_udt_classes: Option<[u64; 4]>,
 }
 
 /// Per-link-direction results.
@@ -178,6 +184,8 @@ pub struct TraceRow {
     pub in_flight_bytes: u64,
     /// Bytes delivered to the receiver so far.
     pub delivered_bytes: u64,
+    /// UDT's sending period, µs (0 for TCP).
+    pub send_period_us: f64,
 }
 
 /// Everything a run produced.

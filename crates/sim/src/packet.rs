@@ -1,12 +1,14 @@
 //! Simulated packets: real header bytes and a payload length, in an arena.
 //!
-//! A packet is a fixed-size record (headers up to 80 bytes: IPv4 and TCP with a full
-//! option space) allocated from a free list, so the per-packet path allocates nothing
+//! A packet is a fixed-size record (headers up to [`MAX_HEADER`] bytes) allocated from a free list, so the per-packet path allocates nothing
 //! once the pool has grown to the number of packets in flight. Payload bytes are never
 //! stored; the IPv4 total length says how many there are.
 
-use longhaul_proto::tcp::MAX_TRANSMIT_HEADER;
 use longhaul_proto::Instant;
+
+/// Header bytes a packet can hold: IPv4 and TCP with full options (80), or IPv4, UDP
+/// and a UDT handshake (92), or a UDT NAK of a few ranges.
+pub const MAX_HEADER: usize = 128;
 
 /// Index of a packet in the [`PacketPool`].
 pub type PacketId = u32;
@@ -15,7 +17,7 @@ pub type PacketId = u32;
 #[derive(Debug, Clone, Copy)]
 pub struct Packet {
     /// IPv4 header and transport header, as on the wire.
-    pub hdr: [u8; MAX_TRANSMIT_HEADER],
+    pub hdr: [u8; MAX_HEADER],
     /// Bytes of `hdr` in use.
     pub hdr_len: u8,
     /// Payload bytes that follow the headers on the wire (not stored).
@@ -59,7 +61,7 @@ impl PacketPool {
             }
             None => {
                 self.slots.push(Packet {
-                    hdr: [0; MAX_TRANSMIT_HEADER],
+                    hdr: [0; MAX_HEADER],
                     hdr_len: 0,
                     payload_len: 0,
                     sent_at: now,

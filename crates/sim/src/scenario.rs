@@ -37,10 +37,12 @@ use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
 use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
-use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec};
+use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
 use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
+use longhaul_proto::cc::{ArUdtConfig, UdtConfig as UdtCcConfig, UdtProfile};
+use longhaul_proto::udt::{RateControl, UdtConnConfig};
 
 /// Most samples a series may hold (duration / interval).
 const MAX_SAMPLES: u128 = 10_000_000;
@@ -199,6 +201,27 @@ enum LossTable {
 enum FlowFile {
     Tcp(Box<TcpFlowFile>),
     Udp(UdpFlowFile),
+    Udt(Box<UdtFlowFile>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UdtFlowFile {
+    from: Option<String>,
+    to: Option<String>,
+    start: Option<String>,
+    size: Option<String>,
+    cc: Option<String>,
+    profile: Option<String>,
+    fix_inverted_fallback: Option<bool>,
+    mss: Option<u32>,
+    flight_flag_size: Option<u32>,
+    recv_buffer_pkts: Option<u32>,
+    send_buffer_pkts: Option<u32>,
+    w1: Option<f64>,
+    w2: Option<f64>,
+    alpha: Option<f64>,
+    beta: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -415,6 +438,7 @@ impl Loader<'_> {
             let (from, to, start) = match fl {
                 FlowFile::Tcp(t) => (&t.from, &t.to, &t.start),
                 FlowFile::Udp(u) => (&u.from, &u.to, &u.start),
+                FlowFile::Udt(u) => (&u.from, &u.to, &u.start),
             };
             let (dfrom, dto) = default_ends(i);
             let from = self.host(
@@ -437,6 +461,7 @@ impl Loader<'_> {
             flows.push(match fl {
                 FlowFile::Tcp(t) => FlowSpec::Tcp(self.tcp_flow(&key, t, from, to, start)?),
                 FlowFile::Udp(u) => FlowSpec::Udp(self.udp_flow(&key, u, from, to, start)?),
+                FlowFile::Udt(u) => FlowSpec::Udt(self.udt_flow(&key, u, from, to, start, f.seed)?),
             });
         }
         let trace_interval = match (&f.outputs.trace, &f.outputs.trace_interval) {
@@ -629,6 +654,111 @@ impl Loader<'_> {
             },
         };
         Ok(TcpFlowSpec {
+            from,
+            to,
+            config: c,
+            start,
+            size,
+        })
+    }
+
+    fn udt_flow(
+        &self,
+        key: &str,
+        u: &UdtFlowFile,
+        from: usize,
+        to: usize,
+        start: Instant,
+        seed: u64,
+    ) -> Result<UdtFlowSpec, ScenarioError> {
+        let k = |f: &str| format!("{key}.{f}");
+        let profile = match u.profile.as_deref() {
+            None | Some("udt4") => UdtProfile::Udt4,
+            Some("paper") => UdtProfile::Paper,
+            Some(o) => {
+                return Err(self.err(
+                    k("profile"),
+                    format!("unknown `{o}`: use \"udt4\" or \"paper\""),
+                ))
+            }
+        };
+        let udt = UdtCcConfig {
+            profile,
+            fix_inverted_fallback: u.fix_inverted_fallback.unwrap_or(false),
+            seed,
+        };
+        let ar_keys = [
+            ("w1", u.w1),
+            ("w2", u.w2),
+            ("alpha", u.alpha),
+            ("beta", u.beta),
+        ];
+        let rate_control = match u.cc.as_deref() {
+            None | Some("udt") => {
+                if let Some((name, _)) = ar_keys.iter().find(|(_, v)| v.is_some()) {
+                    return Err(self.err(k(name), "applies to cc = \"ar-udt\" only"));
+                }
+                RateControl::Udt(udt)
+            }
+            Some("ar-udt") => {
+                let d = ArUdtConfig::default();
+                let a = ArUdtConfig {
+                    w1: u.w1.unwrap_or(d.w1),
+                    w2: u.w2.unwrap_or(d.w2),
+                    alpha: u.alpha.unwrap_or(d.alpha),
+                    beta: u.beta.unwrap_or(d.beta),
+                    factors: d.factors,
+                };
+                if !(a.w1 >= 0.0 && a.w2 > a.w1 && (a.w1 + a.w2 - 1.0).abs() < 1e-9) {
+                    return Err(self.err(
+                        k("w2"),
+                        "need 0 <= w1 < w2 and w1 + w2 = 1 (the paper's constraint)",
+                    ));
+                }
+                if !(a.alpha > 0.0 && a.alpha <= 1.0 && a.beta > 1.0 && a.beta.is_finite()) {
+                    return Err(self.err(k("alpha"), "need 0 < alpha <= 1 < beta"));
+                }
+                RateControl::ArUdt(udt, a)
+            }
+            Some(o) => {
+                return Err(self.err(k("cc"), format!("unknown `{o}`: use \"udt\" or \"ar-udt\"")))
+            }
+        };
+        let mut c = UdtConnConfig {
+            rate_control,
+            ..UdtConnConfig::default()
+        };
+        if let Some(m) = u.mss {
+            if !(76..=9000).contains(&m) {
+                return Err(self.err(
+                    k("mss"),
+                    "must be from 76 to 9000 bytes (IP and UDP headers included)",
+                ));
+            }
+            c.mss = m;
+        }
+        let pkts = |name: &str, v: Option<u32>, d: u32| match v {
+            None => Ok(d),
+            Some(n) if (2..=1_000_000).contains(&n) => Ok(n),
+            Some(_) => Err(self.err(k(name), "must be from 2 to 1000000 packets")),
+        };
+        c.flight_flag_size = pkts("flight_flag_size", u.flight_flag_size, c.flight_flag_size)?;
+        c.rcv_buf_pkts = pkts("recv_buffer_pkts", u.recv_buffer_pkts, c.rcv_buf_pkts)?;
+        c.snd_buf_pkts = pkts("send_buffer_pkts", u.send_buffer_pkts, c.snd_buf_pkts)?;
+        let size = match &u.size {
+            None => None,
+            Some(s) => match parse_size(s) {
+                Ok(0) => {
+                    return Err(self.err(
+                        k("size"),
+                        "must be above zero; omit it for an endless backlog",
+                    ))
+                }
+                Ok(n) => Some(n),
+                Err(m) => return Err(self.err(k("size"), m)),
+            },
+        };
+        Ok(UdtFlowSpec {
             from,
             to,
             config: c,

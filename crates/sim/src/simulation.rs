@@ -7,13 +7,14 @@ use longhaul_proto::{Duration, Instant};
 use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use rand::Rng;
 
-use crate::app::{Arrivals, Flow, FlowSpec, TcpFlow, UdpFlow};
+use crate::app::{Arrivals, Flow, FlowSpec, TcpFlow, UdpFlow, UdtFlow};
 use crate::link::{Enqueued, Link};
 use crate::metrics::{FlowSummary, LinkSummary, RunResult, Summary, TraceRow};
 use crate::packet::{PacketId, PacketPool};
 use crate::pcap::PcapWriter;
 use crate::scheduler::{Event, Scheduler};
 use crate::topology::{addr_node, node_addr, NodeKind, Topology};
+use longhaul_proto::udt::{Event as UdtEvent, UdtConnConfig, UdtConnection};
 
 /// Everything a run needs besides the network and the flows.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,6 +36,10 @@ pub struct RunConfig {
 const TCP_SENDER_PORT: u16 = 10000;
 const TCP_RECEIVER_PORT: u16 = 20000;
 const UDP_PORT: u16 = 30000;
+const UDT_SENDER_PORT: u16 = 40000;
+const UDT_RECEIVER_PORT: u16 = 50000;
+/// IPv4 and UDP headers in front of a UDT packet.
+const IP_UDP: usize = 28;
 
 #[derive(Debug, Clone, Copy)]
 struct Endpoint {
@@ -190,6 +195,40 @@ impl Simulation {
                     });
                     rt_flows.push(Flow::Udp(Box::new(UdpFlow::new(spec, cfg.seed, i as u64))));
                 }
+                FlowSpec::Udt(spec) => {
+                    let (sp, rp) = (UDT_SENDER_PORT + port_off, UDT_RECEIVER_PORT + port_off);
+                    // Socket IDs and the ISN from the seed and the flow index: distinct
+                    // per flow, reproducible per run.
+                    let isn = (cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33) as u32
+                        ^ (fi.wrapping_mul(2_654_435_761));
+                    let mk = |id: u32| UdtConnConfig {
+                        socket_id: id,
+                        isn,
+                        ..spec.config
+                    };
+                    let sender = UdtConnection::new(mk(2 * fi + 1), Instant::ZERO);
+                    let receiver = UdtConnection::new(mk(2 * fi + 2), Instant::ZERO);
+                    nodes[from].endpoints.push(Endpoint {
+                        protocol: 17,
+                        port: sp,
+                        flow: fi,
+                        side: 0,
+                    });
+                    nodes[to].endpoints.push(Endpoint {
+                        protocol: 17,
+                        port: rp,
+                        flow: fi,
+                        side: 1,
+                    });
+                    let unsent = spec.size.unwrap_or(u64::MAX);
+                    rt_flows.push(Flow::Udt(Box::new(UdtFlow {
+                        spec,
+                        ends: [sender, receiver],
+                        timer_at: [None; 2],
+                        completed_at: None,
+                        unsent,
+                    })));
+                }
             }
         }
         sched.schedule(Instant::ZERO + cfg.sample_interval, Event::Sample);
@@ -309,6 +348,13 @@ impl Simulation {
                 self.pool.free(pkt);
                 self.drive_tcp(now, f, usize::from(ep.side));
             }
+            Flow::Udt(u) => {
+                let hdr = p.header();
+                let wire_len = usize::from(u16::from_be_bytes([hdr[2], hdr[3]])) - IP_UDP;
+                u.ends[usize::from(ep.side)].handle_datagram_elided(now, &hdr[IP_UDP..], wire_len);
+                self.pool.free(pkt);
+                self.drive_udt(now, f, usize::from(ep.side));
+            }
             Flow::Udp(u) => {
                 let d = now.saturating_duration_since(p.sent_at).as_nanos() as u64;
                 u.recv_pkts += 1;
@@ -371,15 +417,25 @@ impl Simulation {
     }
 
     fn on_timer(&mut self, now: Instant, f: usize, side: usize) {
-        let Flow::Tcp(t) = &mut self.flows[f] else {
-            return;
-        };
-        if t.timer_at[side] != Some(now) {
-            return; // superseded by an earlier event that already re-armed
+        match &mut self.flows[f] {
+            Flow::Tcp(t) => {
+                if t.timer_at[side] != Some(now) {
+                    return; // superseded by an earlier event that already re-armed
+                }
+                t.timer_at[side] = None;
+                t.ends[side].handle_timeout(now);
+                self.drive_tcp(now, f, side);
+            }
+            Flow::Udt(u) => {
+                if u.timer_at[side] != Some(now) {
+                    return;
+                }
+                u.timer_at[side] = None;
+                u.ends[side].handle_timeout(now);
+                self.drive_udt(now, f, side);
+            }
+            Flow::Udp(_) => {}
         }
-        t.timer_at[side] = None;
-        t.ends[side].handle_timeout(now);
-        self.drive_tcp(now, f, side);
     }
 
     fn on_flow_start(&mut self, now: Instant, f: usize) {
@@ -398,6 +454,98 @@ impl Simulation {
                 self.drive_tcp(now, f, 0);
             }
             Flow::Udp(_) => self.on_udp_send(now, f),
+            Flow::Udt(u) => {
+                u.ends[1].listen();
+                u.ends[0].connect(now);
+                self.drive_udt(now, f, 0);
+            }
+        }
+    }
+
+    /// Drains a UDT end: feeds the sender, transmissions, events, then its timer.
+    fn drive_udt(&mut self, now: Instant, f: usize, side: usize) {
+        let Flow::Udt(u) = &mut self.flows[f] else {
+            return;
+        };
+        let node = if side == 0 { u.spec.from } else { u.spec.to };
+        let dst = if side == 0 { u.spec.to } else { u.spec.from };
+        let (src_port, dst_port) = if side == 0 {
+            (UDT_SENDER_PORT + f as u16, UDT_RECEIVER_PORT + f as u16)
+        } else {
+            (UDT_RECEIVER_PORT + f as u16, UDT_SENDER_PORT + f as u16)
+        };
+        loop {
+            let Flow::Udt(u) = &mut self.flows[f] else {
+                unreachable!()
+            };
+            if side == 0
+                && u.unsent > 0
+                && u.ends[0].state() == longhaul_proto::udt::State::Connected
+            {
+                // Keep the send buffer full, as a bulk application would.
+                let space = u.ends[0].send_space_pkts() as u64 * u.ends[0].payload_size() as u64;
+                if space > 0 {
+                    let n = u.ends[0].send_virtual(u.unsent.min(space)).unwrap_or(0);
+                    if u.unsent != u64::MAX {
+                        u.unsent -= n;
+                        if u.unsent == 0 {
+                            u.ends[0].close();
+                        }
+                    }
+                }
+            }
+            let id = self.pool.alloc(now);
+            let Flow::Udt(u) = &mut self.flows[f] else {
+                unreachable!()
+            };
+            let p = self.pool.get_mut(id);
+            let Some(tx) = u.ends[side].poll_transmit(now, &mut p.hdr[IP_UDP..]) else {
+                self.pool.free(id);
+                break;
+            };
+            let ip = Ipv4Repr {
+                src_addr: node_addr(node),
+                dst_addr: node_addr(dst),
+                protocol: IpProtocol::Udp,
+                payload_len: udp::HEADER_LEN + tx.wire_len,
+                ttl: 64,
+                dscp: 0,
+            };
+            ip.emit(&mut p.hdr, Checksum::None);
+            UdpRepr {
+                src_port,
+                dst_port,
+                payload_len: tx.wire_len,
+            }
+            .emit(
+                &mut p.hdr[20..IP_UDP],
+                ip.src_addr,
+                ip.dst_addr,
+                Checksum::None,
+            );
+            p.hdr_len = (IP_UDP + tx.written) as u8;
+            p.payload_len = (tx.wire_len - tx.written) as u32;
+            self.forward(now, node, dst, id);
+        }
+        let Flow::Udt(u) = &mut self.flows[f] else {
+            unreachable!()
+        };
+        while let Some(ev) = u.ends[side].poll_event() {
+            if matches!(ev, UdtEvent::Readable) && side == 1 {
+                if let Some(size) = u.spec.size {
+                    if u.ends[1].delivered_bytes() >= size {
+                        u.completed_at.get_or_insert(now);
+                    }
+                }
+            }
+        }
+        match (u.timer_at[side], u.ends[side].poll_timeout()) {
+            (_, None) => {}
+            (Some(at), Some(d)) if at <= d => {}
+            (_, Some(d)) => {
+                u.timer_at[side] = Some(d);
+                self.sched.schedule(d, Event::Timer(f as u32, side as u8));
+            }
         }
     }
 
@@ -462,6 +610,19 @@ impl Simulation {
 
     fn on_trace(&mut self, now: Instant) {
         for (i, f) in self.flows.iter().enumerate() {
+            if let Flow::Udt(u) = f {
+                let c = &u.ends[0];
+                self.trace.push(TraceRow {
+                    time_s: now.as_secs_f64(),
+                    flow: i,
+                    cwnd_bytes: (c.cwnd_pkts() * c.payload_size() as f64) as u64,
+                    ssthresh_bytes: u64::MAX,
+                    srtt_ms: c.rtt_us() / 1e3,
+                    in_flight_bytes: (c.unacked_pkts() * c.payload_size()) as u64,
+                    delivered_bytes: u.ends[1].delivered_bytes(),
+                    send_period_us: c.pkt_snd_period_us(),
+                });
+            }
             if let Flow::Tcp(t) = f {
                 let c = &t.ends[0];
                 self.trace.push(TraceRow {
@@ -472,6 +633,7 @@ impl Simulation {
                     srtt_ms: c.rtt().srtt().map_or(0.0, |d| d.as_secs_f64() * 1e3),
                     in_flight_bytes: c.in_flight(),
                     delivered_bytes: t.ends[1].delivered_bytes(),
+                    send_period_us: 0.0,
                 });
             }
         }
@@ -565,6 +727,8 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
         mean_delay_ms: None,
         max_delay_ms: None,
         jitter_ms: None,
+        naks: None,
+        ar_udt_classes: None,
     };
     let (start, stop) = match f {
         Flow::Tcp(t) => {
@@ -602,6 +766,25 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
                 s.jitter_ms = Some(u.jitter_ns * 1e-6);
             }
             (u.spec.start, u.spec.stop.unwrap_or(end).min(end))
+        }
+        Flow::Udt(u) => {
+            let c = &u.ends[0];
+            let st = c.stats();
+            s.protocol = "udt".into();
+            s.from = topo.nodes[u.spec.from].name.clone();
+            s.to = topo.nodes[u.spec.to].name.clone();
+            s.cc = Some(match u.spec.config.rate_control {
+                longhaul_proto::udt::RateControl::Udt(_) => "udt".into(),
+                longhaul_proto::udt::RateControl::ArUdt(..) => "ar-udt".into(),
+            });
+            s.retransmits = Some(st.retransmitted);
+            s.timeouts = Some(st.exp_timeouts);
+            s.data_segments_sent = Some(st.data_sent - st.retransmitted);
+            s.naks = Some(u.ends[1].stats().naks_sent);
+            s.srtt_ms = Some(c.rtt_us() / 1e3);
+            s.ar_udt_classes = c.ar_udt_class_counts();
+            s.completion_time_s = u.completed_at.map(|c| (c - u.spec.start).as_secs_f64());
+            (u.spec.start, u.completed_at.unwrap_or(end))
         }
     };
     s.start_s = start.as_secs_f64();

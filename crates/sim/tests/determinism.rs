@@ -11,7 +11,8 @@ const FILES: [&str; 4] = ["summary.json", "flows.csv", "links.csv", "trace.csv"]
 
 fn lossy(seed: u64) -> String {
     let flows = "[[flow]]\nprotocol = \"tcp\"\n[[flow]]\nprotocol = \"tcp\"\ncc = \"cubic\"\nstart = \"1s\"\n\
-                 [[flow]]\nprotocol = \"udp\"\nrate = \"50Mbps\"\narrivals = \"poisson\"\n";
+                 [[flow]]\nprotocol = \"udp\"\nrate = \"50Mbps\"\narrivals = \"poisson\"\n\
+                 [[flow]]\nprotocol = \"udt\"\ncc = \"ar-udt\"\nstart = \"2s\"\n";
     common::chain("20s", "200Mbps", "10ms", "0.5bdp", 1e-4, flows)
         .replace("seed = 1", &format!("seed = {seed}"))
         .replace(

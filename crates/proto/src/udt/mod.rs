@@ -158,6 +158,32 @@ pub enum SendError {
     NotConnected,
 }
 
+/// A packet's payload: real bytes, or (in the simulator) only a length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Payload {
+    Bytes(Vec<u8>),
+    Virtual(u32),
+}
+
+impl Payload {
+    fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(b) => b.len(),
+            Payload::Virtual(n) => *n as usize,
+        }
+    }
+}
+
+/// What [`UdtConnection::poll_transmit`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Bytes written to the buffer.
+    pub written: usize,
+    /// Length of the UDP payload on the wire (larger than `written` when a virtual
+    /// payload was left out).
+    pub wire_len: usize,
+}
+
 /// Either rate controller, dispatched by `match`.
 #[derive(Debug, Clone)]
 enum AnyRate {
@@ -203,7 +229,7 @@ pub struct UdtConnection {
     stats: UdtStats,
 
     // Sender. Packet index i has sequence number isn + i.
-    snd_buf: VecDeque<Vec<u8>>,
+    snd_buf: VecDeque<Payload>,
     snd_last_ack: u64,
     snd_next: u64,
     snd_loss: BTreeSet<u64>,
@@ -219,9 +245,11 @@ pub struct UdtConnection {
     // Receiver.
     rcv_next: u64,
     rcv_high: Option<u64>,
-    rcv_ooo: BTreeMap<u64, Vec<u8>>,
+    rcv_ooo: BTreeMap<u64, Payload>,
     rcv_loss: BTreeSet<u64>,
     readable: VecDeque<u8>,
+    /// Bytes delivered in order, real and virtual.
+    delivered: u64,
     rcv_last_ack: u64,
     rcv_last_ack_ack: u64,
     last_ack_time: Option<Instant>,
@@ -291,6 +319,7 @@ impl UdtConnection {
             rcv_ooo: BTreeMap::new(),
             rcv_loss: BTreeSet::new(),
             readable: VecDeque::new(),
+            delivered: 0,
             rcv_last_ack: 0,
             rcv_last_ack_ack: 0,
             last_ack_time: None,
@@ -331,8 +360,24 @@ impl UdtConnection {
             if self.snd_buf.len() >= self.cfg.snd_buf_pkts as usize {
                 break;
             }
-            self.snd_buf.push_back(chunk.to_vec());
+            self.snd_buf.push_back(Payload::Bytes(chunk.to_vec()));
             taken += chunk.len();
+        }
+        Ok(taken)
+    }
+
+    /// Queues `bytes` of payload that exists only as a length (the simulator's mode:
+    /// packets carry headers, and the peer counts bytes instead of storing them).
+    /// Returns how many fit in the send buffer.
+    pub fn send_virtual(&mut self, bytes: u64) -> Result<u64, SendError> {
+        if self.state != State::Connected || self.closing {
+            return Err(SendError::NotConnected);
+        }
+        let mut taken = 0;
+        while taken < bytes && self.snd_buf.len() < self.cfg.snd_buf_pkts as usize {
+            let n = (bytes - taken).min(self.payload as u64);
+            self.snd_buf.push_back(Payload::Virtual(n as u32));
+            taken += n;
         }
         Ok(taken)
     }
@@ -375,6 +420,33 @@ impl UdtConnection {
     /// Bytes received in order and not yet read.
     pub fn readable_len(&self) -> usize {
         self.readable.len()
+    }
+    /// Bytes delivered in order so far, real and virtual.
+    pub fn delivered_bytes(&self) -> u64 {
+        self.delivered
+    }
+    /// Free space in the send buffer, packets.
+    pub fn send_space_pkts(&self) -> usize {
+        (self.cfg.snd_buf_pkts as usize).saturating_sub(self.snd_buf.len())
+    }
+    /// Payload bytes per packet.
+    pub fn payload_size(&self) -> usize {
+        self.payload
+    }
+    /// The rate controller's window, packets.
+    pub fn cwnd_pkts(&self) -> f64 {
+        rate_cwnd(&self.cc)
+    }
+    /// Link capacity and receive rate the peer reports (7/8 EWMAs), packets/s.
+    pub fn peer_rates_pps(&self) -> (u32, u32) {
+        (self.rcv_rate_pps, self.bandwidth_pps)
+    }
+    /// AR-UDT's PktSPW class counts, if this connection runs AR-UDT.
+    pub fn ar_udt_class_counts(&self) -> Option<[u64; 4]> {
+        match &self.cc {
+            AnyRate::ArUdt(a) => Some(a.class_counts()),
+            AnyRate::Udt(_) => None,
+        }
     }
     /// Packets written and not yet acknowledged.
     pub fn unacked_pkts(&self) -> usize {
@@ -422,11 +494,18 @@ impl UdtConnection {
 
     /// Processes one UDP payload.
     pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
+        self.handle_datagram_elided(now, datagram, datagram.len());
+    }
+
+    /// Processes a UDP payload of `wire_len` bytes of which only the first
+    /// `datagram.len()` are present (a data payload left out by the simulator counts
+    /// as virtual).
+    pub fn handle_datagram_elided(&mut self, now: Instant, datagram: &[u8], wire_len: usize) {
         let Ok(packet) = UdtPacket::new_checked(datagram) else {
             self.stats.bad_datagrams += 1;
             return;
         };
-        let Ok(repr) = UdtRepr::parse(&packet, datagram.len()) else {
+        let Ok(repr) = UdtRepr::parse(&packet, wire_len) else {
             self.stats.bad_datagrams += 1;
             return;
         };
@@ -441,9 +520,17 @@ impl UdtConnection {
             {
                 self.stats.bad_datagrams += 1
             }
-            UdtRepr::Data { seq, .. } => {
+            UdtRepr::Data {
+                seq, payload_len, ..
+            } => {
                 self.on_response(now);
-                self.on_data(now, seq, packet.body());
+                let body = packet.body();
+                let payload = if body.len() == payload_len {
+                    Payload::Bytes(body.to_vec())
+                } else {
+                    Payload::Virtual(payload_len as u32)
+                };
+                self.on_data(now, seq, payload);
             }
             UdtRepr::Control { control, .. } => {
                 self.on_response(now);
@@ -535,7 +622,7 @@ impl UdtConnection {
         self.events.push_back(Event::Connected);
     }
 
-    fn on_data(&mut self, now: Instant, seq: UdtSeqNumber, payload: &[u8]) {
+    fn on_data(&mut self, now: Instant, seq: UdtSeqNumber, payload: Payload) {
         self.stats.data_received += 1;
         let now_us = micros(now.saturating_duration_since(Instant::ZERO));
         self.window.on_arrival(now_us);
@@ -568,21 +655,28 @@ impl UdtConnection {
         }
         self.rcv_high = Some(self.rcv_high.map_or(idx, |h| h.max(idx)));
         if idx == self.rcv_next {
-            self.readable.extend(payload);
+            self.deliver(payload);
             self.rcv_next += 1;
             while let Some(data) = self.rcv_ooo.remove(&self.rcv_next) {
-                self.readable.extend(&data);
+                self.deliver(data);
                 self.rcv_next += 1;
             }
             self.events.push_back(Event::Readable);
         } else {
-            self.rcv_ooo.insert(idx, payload.to_vec());
+            self.rcv_ooo.insert(idx, payload);
         }
         if self.pkt_count >= SELF_CLOCK * self.light_ack_count {
             if self.ack_index() != self.rcv_last_ack_ack {
                 self.ctrl.push_back(PendingCtrl::LightAck);
             }
             self.light_ack_count += 1;
+        }
+    }
+
+    fn deliver(&mut self, p: Payload) {
+        self.delivered += p.len() as u64;
+        if let Payload::Bytes(b) = p {
+            self.readable.extend(b);
         }
     }
 
@@ -822,12 +916,16 @@ impl UdtConnection {
                 && self.snd_next - self.snd_last_ack < window)
     }
 
-    /// Writes the next UDP payload into `buf` (at least `mss - 28` bytes) and returns
-    /// its length, or `None` when nothing is due.
+    /// Writes the next UDP payload into `buf` (at least `mss - 28` bytes, or 64 in
+    /// virtual mode) and says how much, or returns `None` when nothing is due.
     #[must_use]
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(c) = self.ctrl.pop_front() {
-            return Some(self.emit_ctrl(now, c, buf));
+            let n = self.emit_ctrl(now, c, buf);
+            return Some(Transmit {
+                written: n,
+                wire_len: n,
+            });
         }
         if let Some(ranges) = self.naks.pop_front() {
             self.stats.naks_sent += 1;
@@ -839,7 +937,10 @@ impl UdtConnection {
                 control: Control::Nak(list),
             };
             r.emit(buf);
-            return Some(r.wire_len());
+            return Some(Transmit {
+                written: r.wire_len(),
+                wire_len: r.wire_len(),
+            });
         }
         if self.state != State::Connected {
             return None;
@@ -847,7 +948,11 @@ impl UdtConnection {
         if self.closing && self.snd_buf.is_empty() {
             self.closing = false;
             self.state = State::Closed;
-            return Some(self.emit_ctrl(now, PendingCtrl::Shutdown, buf));
+            let n = self.emit_ctrl(now, PendingCtrl::Shutdown, buf);
+            return Some(Transmit {
+                written: n,
+                wire_len: n,
+            });
         }
         if now < self.next_send || !self.has_data_to_send() {
             return None;
@@ -868,8 +973,17 @@ impl UdtConnection {
             payload_len: data.len(),
         };
         r.emit(buf);
-        buf[HEADER_LEN..HEADER_LEN + data.len()].copy_from_slice(data);
-        let len = r.wire_len();
+        let written = match data {
+            Payload::Bytes(b) => {
+                buf[HEADER_LEN..HEADER_LEN + b.len()].copy_from_slice(b);
+                HEADER_LEN + b.len()
+            }
+            Payload::Virtual(_) => HEADER_LEN,
+        };
+        let tx = Transmit {
+            written,
+            wire_len: r.wire_len(),
+        };
         self.stats.data_sent += 1;
         if retransmit {
             self.stats.retransmitted += 1;
@@ -885,7 +999,7 @@ impl UdtConnection {
         } else {
             now + period
         };
-        Some(len)
+        Some(tx)
     }
 
     fn emit_ctrl(&mut self, now: Instant, c: PendingCtrl, buf: &mut [u8]) -> usize {

@@ -71,9 +71,10 @@ impl Pair {
                 } else {
                     &mut self.server
                 };
-                let Some(n) = conn.poll_transmit(self.now, &mut buf) else {
+                let Some(tx) = conn.poll_transmit(self.now, &mut buf) else {
                     break;
                 };
+                let n = tx.written;
                 self.transcript.extend_from_slice(&buf[..n]);
                 let is_data = buf[0] & 0x80 == 0;
                 if is_data && to_server {

@@ -274,3 +274,18 @@ fn example_prints_a_valid_scenario() {
     let o = longhaul(&["sim", "check", "ex.toml"], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// The scenario example in README.md is a valid scenario, so the documentation
+/// cannot drift from the format.
+#[test]
+fn readme_example_is_valid() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let section = &readme[readme.find("## Scenario format").expect("section")..];
+    let start = section.find("```toml\n").expect("a toml block") + 8;
+    let block = &section[start..start + section[start..].find("```").unwrap()];
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("example.toml"), block).unwrap();
+    let o = longhaul(&["sim", "check", "example.toml"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+}

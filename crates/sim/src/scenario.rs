@@ -156,6 +156,8 @@ enum TopologyFile {
         #[serde(default = "one")]
         pairs: usize,
         access: LinkFile,
+        /// Per-pair one-way delays of the access links (overrides `access.delay`).
+        access_delays: Option<Vec<String>>,
         bottleneck: LinkFile,
         egress: Option<LinkFile>,
     },
@@ -408,6 +410,7 @@ impl Loader<'_> {
             TopologyFile::Dumbbell {
                 pairs,
                 access,
+                access_delays,
                 bottleneck,
                 egress,
             } => {
@@ -423,7 +426,30 @@ impl Loader<'_> {
                     Some(e) => self.link("topology.egress", e)?,
                     None => access.clone(),
                 };
-                Topology::dumbbell(*pairs, &access, &bottleneck, &egress)
+                let per_pair = match access_delays {
+                    None => vec![access],
+                    Some(d) if d.len() == *pairs => d
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| {
+                            let delay = self.time(&format!("topology.access_delays[{i}]"), s)?;
+                            Ok(LinkSpec {
+                                delay,
+                                ..access.clone()
+                            })
+                        })
+                        .collect::<Result<Vec<_>, ScenarioError>>()?,
+                    Some(d) => {
+                        return Err(self.err(
+                            "topology.access_delays",
+                            format!(
+                                "has {} entries for {pairs} pairs: give one delay per pair",
+                                d.len()
+                            ),
+                        ))
+                    }
+                };
+                Topology::dumbbell(*pairs, &per_pair, &bottleneck, &egress)
             }
         };
         let default_ends = |i: usize| -> (String, String) {

@@ -166,23 +166,26 @@ impl Topology {
     }
 
     /// A dumbbell of `pairs` sender/receiver pairs (`s0..`, `r0..`) around routers
-    /// `left` and `right`. Queues given in BDPs use the sender-to-receiver base RTT.
+    /// `left` and `right`. `access` holds one spec per pair (the last one repeats if
+    /// there are fewer), so pairs may have different RTTs. Queues given in BDPs use
+    /// each path's base RTT; the bottleneck's uses the first pair's.
     pub fn dumbbell(
         pairs: usize,
-        access: &LinkSpec,
+        access: &[LinkSpec],
         bottleneck: &LinkSpec,
         egress: &LinkSpec,
     ) -> Self {
         let mut t = Topology::new();
-        let rtt = (access.delay + bottleneck.delay + egress.delay) * 2;
+        let access_of = |i: usize| &access[i.min(access.len() - 1)];
+        let rtt_of = |i: usize| (access_of(i).delay + bottleneck.delay + egress.delay) * 2;
         let left = t.add_node("left", NodeKind::Router);
         let right = t.add_node("right", NodeKind::Router);
-        t.add_link("bottleneck", left, right, bottleneck, rtt);
+        t.add_link("bottleneck", left, right, bottleneck, rtt_of(0));
         for i in 0..pairs {
             let s = t.add_node(format!("s{i}"), NodeKind::Host);
             let r = t.add_node(format!("r{i}"), NodeKind::Host);
-            t.add_link(&format!("access{i}"), s, left, access, rtt);
-            t.add_link(&format!("egress{i}"), right, r, egress, rtt);
+            t.add_link(&format!("access{i}"), s, left, access_of(i), rtt_of(i));
+            t.add_link(&format!("egress{i}"), right, r, egress, rtt_of(i));
         }
         t
     }
@@ -235,7 +238,7 @@ mod tests {
     #[test]
     fn dumbbell_routes_through_the_bottleneck() {
         let l = LinkSpec::new(Bandwidth::from_mbps(100), Duration::from_millis(1));
-        let t = Topology::dumbbell(2, &l, &l, &l);
+        let t = Topology::dumbbell(2, std::slice::from_ref(&l), &l, &l);
         let routes = t.routes();
         let s1 = t.node("s1").unwrap();
         let r0 = t.node("r0").unwrap();

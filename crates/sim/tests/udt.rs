@@ -87,3 +87,50 @@ fn ar_udt_with_unit_factors_is_udt() {
     let (rs, _) = (simulate(&common::scenario(&text)).unwrap(), ());
     assert_ne!(rs.trace, ru.trace);
 }
+
+/// UDT's rate control runs per SYN, not per RTT, so flows with RTTs of 20 and 200 ms
+/// share a bottleneck evenly (Jain >= 0.9), where TCP CUBIC does not (< 0.8).
+#[test]
+fn rtt_fairness_udt_vs_tcp() {
+    let text = |flow: &str| {
+        format!(
+            r#"
+duration = "60s"
+[topology]
+kind = "dumbbell"
+pairs = 2
+access = {{ rate = "10Gbps", delay = "0ms" }}
+access_delays = ["5ms", "95ms"]
+bottleneck = {{ rate = "1Gbps", delay = "5ms", queue = "2MB" }}
+egress = {{ rate = "10Gbps", delay = "0ms" }}
+[[flow]]
+{flow}
+[[flow]]
+{flow}
+[outputs]
+plots = false
+"#
+        )
+    };
+    let udt = common::run(&text(
+        "protocol = \"udt\"\nrecv_buffer_pkts = 25600\nsend_buffer_pkts = 25600",
+    ));
+    let rtts: Vec<f64> = udt
+        .summary
+        .flows
+        .iter()
+        .map(|f| f.srtt_ms.unwrap())
+        .collect();
+    assert!(rtts[0] < 30.0 && rtts[1] > 190.0, "{rtts:?}");
+    assert!(
+        udt.summary.jain_index >= 0.9,
+        "UDT: {}",
+        udt.summary.jain_index
+    );
+    let tcp = common::run(&text("protocol = \"tcp\"\ncc = \"cubic\""));
+    assert!(
+        tcp.summary.jain_index < 0.8,
+        "CUBIC: {}",
+        tcp.summary.jain_index
+    );
+}

@@ -124,10 +124,14 @@ impl Job {
             return Ok(Job::Scenarios(vec![Scenario::load(path)?]));
         }
         if !path.is_dir() {
+            let what = if path.exists() {
+                "is neither a file nor a folder"
+            } else {
+                "no such file or folder"
+            };
             return Err(Error::Input {
                 path: path.to_owned(),
-                message: "no such file or folder; give a scenario .toml file or a folder of them"
-                    .into(),
+                message: format!("{what}; give a scenario .toml file or a folder of them"),
             });
         }
         let sweep = path.join("sweep.toml");

@@ -134,3 +134,35 @@ plots = false
         tcp.summary.jain_index
     );
 }
+
+/// After a burst of losses (1 s of 2 Gb/s UDP into a 1 Gb/s bottleneck) the rate is not
+/// stuck, as it is in some UDT implementations after NAKs: goodput is back above 90 %
+/// of the payload ceiling (1456/1500 of the link) within 10 s and stays there.
+#[test]
+fn rate_recovers_after_a_loss_burst() {
+    let flows = r#"
+[[flow]]
+protocol = "udt"
+[[flow]]
+protocol = "udp"
+rate = "2Gbps"
+start = "10s"
+stop = "11s"
+"#;
+    let r = common::run(&common::chain("40s", "1Gbps", "25ms", "1bdp", 0.0, flows));
+    let udt = &r.goodput_series[0];
+    let ceiling = 1000.0 * 1456.0 / 1500.0;
+    assert!(
+        udt[10] < 0.5 * ceiling,
+        "the burst hurts: {:.0} Mb/s in second 11",
+        udt[10]
+    );
+    assert!(r.summary.flows[0].retransmits.unwrap() > 1000);
+    let back = udt[11..21].iter().position(|&g| g >= 0.9 * ceiling);
+    assert!(back.is_some(), "not back within 10 s: {:?}", &udt[11..21]);
+    assert!(
+        udt[25..].iter().all(|&g| g >= 0.9 * ceiling),
+        "{:?}",
+        &udt[25..]
+    );
+}

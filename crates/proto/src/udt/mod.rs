@@ -704,12 +704,11 @@ impl UdtConnection {
                 self.state = State::Closed;
                 self.events.push_back(Event::PeerShutdown);
             }
-            Control::KeepAlive | Control::CongestionWarning => {
-                if let Control::CongestionWarning = control {
-                    // 4.11 multiplies its period by 1.125: handled by the controller's
-                    // next loss; ignored here.
-                }
-            }
+            // Keep-alive: its arrival (on_response) is its whole purpose. A delay
+            // warning: 4.11 scales its packet interval by 1.125, but `CCUpdate`
+            // overwrites the interval from the controller at the next timer check,
+            // so the warning has no lasting effect there, nor here.
+            Control::KeepAlive | Control::CongestionWarning => {}
             _ => {}
         }
     }

@@ -404,16 +404,13 @@ impl Simulation {
                 t.completed_at.get_or_insert(now);
             }
         }
-        // Lazy timer: keep an earlier event (it fires early, which is a no-op, and
-        // re-arms); push a new one only when the deadline moved earlier.
-        match (t.timer_at[side], t.ends[side].poll_timeout()) {
-            (_, None) => {}
-            (Some(at), Some(d)) if at <= d => {}
-            (_, Some(d)) => {
-                t.timer_at[side] = Some(d);
-                self.sched.schedule(d, Event::Timer(f as u32, side as u8));
-            }
-        }
+        let deadline = t.ends[side].poll_timeout();
+        rearm(
+            &mut self.sched,
+            &mut t.timer_at[side],
+            deadline,
+            Event::Timer(f as u32, side as u8),
+        );
     }
 
     fn on_timer(&mut self, now: Instant, f: usize, side: usize) {
@@ -539,14 +536,13 @@ impl Simulation {
                 }
             }
         }
-        match (u.timer_at[side], u.ends[side].poll_timeout()) {
-            (_, None) => {}
-            (Some(at), Some(d)) if at <= d => {}
-            (_, Some(d)) => {
-                u.timer_at[side] = Some(d);
-                self.sched.schedule(d, Event::Timer(f as u32, side as u8));
-            }
-        }
+        let deadline = u.ends[side].poll_timeout();
+        rearm(
+            &mut self.sched,
+            &mut u.timer_at[side],
+            deadline,
+            Event::Timer(f as u32, side as u8),
+        );
     }
 
     fn on_udp_send(&mut self, now: Instant, f: usize) {
@@ -701,6 +697,21 @@ impl Simulation {
             queue_series: self.queue_series,
             trace: self.trace,
         })
+    }
+}
+
+/// Lazy timers: an endpoint has at most one live timer event. An earlier event is
+/// kept (it fires early, which engines treat as a no-op, and the endpoint re-arms);
+/// a new one is pushed only when the deadline moved earlier, so a deadline that keeps
+/// moving later (an RTO restarted by every ACK) costs nothing per packet.
+fn rearm(sched: &mut Scheduler, live: &mut Option<Instant>, deadline: Option<Instant>, ev: Event) {
+    match (*live, deadline) {
+        (_, None) => {}
+        (Some(at), Some(d)) if at <= d => {}
+        (_, Some(d)) => {
+            *live = Some(d);
+            sched.schedule(d, ev);
+        }
     }
 }
 

@@ -186,6 +186,10 @@ pub struct TraceRow {
     pub delivered_bytes: u64,
     /// UDT's sending period, µs (0 for TCP).
     pub send_period_us: f64,
+    /// UDT: the receive rate the peer reports, as the sender smooths it, packets/s.
+    pub recv_rate_pps: u32,
+    /// UDT: the link capacity the peer estimates, as the sender smooths it, packets/s.
+    pub bandwidth_pps: u32,
 }
 
 /// Everything a run produced.

@@ -39,7 +39,7 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
 
     if !r.trace.is_empty() {
         let mut tr = String::from(
-            "time_s,flow,cwnd_bytes,ssthresh_bytes,srtt_ms,in_flight_bytes,delivered_bytes,send_period_us\n",
+            "time_s,flow,cwnd_bytes,ssthresh_bytes,srtt_ms,in_flight_bytes,delivered_bytes,send_period_us,recv_rate_pps,bandwidth_pps\n",
         );
         for row in &r.trace {
             let ss = if row.ssthresh_bytes == u64::MAX {
@@ -49,7 +49,7 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
             };
             let _ = writeln!(
                 tr,
-                "{:.6},{},{},{},{:.6},{},{},{:.6}",
+                "{:.6},{},{},{},{:.6},{},{},{:.6},{},{}",
                 row.time_s,
                 row.flow,
                 row.cwnd_bytes,
@@ -57,7 +57,9 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
                 row.srtt_ms,
                 row.in_flight_bytes,
                 row.delivered_bytes,
-                row.send_period_us
+                row.send_period_us,
+                row.recv_rate_pps,
+                row.bandwidth_pps
             );
         }
         std::fs::write(dir.join("trace.csv"), tr)?;

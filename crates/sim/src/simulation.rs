@@ -617,6 +617,8 @@ impl Simulation {
                     in_flight_bytes: (c.unacked_pkts() * c.payload_size()) as u64,
                     delivered_bytes: u.ends[1].delivered_bytes(),
                     send_period_us: c.pkt_snd_period_us(),
+                    recv_rate_pps: c.peer_rates_pps().0,
+                    bandwidth_pps: c.peer_rates_pps().1,
                 });
             }
             if let Flow::Tcp(t) = f {
@@ -630,6 +632,8 @@ impl Simulation {
                     in_flight_bytes: c.in_flight(),
                     delivered_bytes: t.ends[1].delivered_bytes(),
                     send_period_us: 0.0,
+                    recv_rate_pps: 0,
+                    bandwidth_pps: 0,
                 });
             }
         }

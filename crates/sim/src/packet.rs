@@ -7,8 +7,8 @@
 use longhaul_proto::Instant;
 
 /// Header bytes a packet can hold: IPv4 and TCP with full options (80), or IPv4, UDP
-/// and a UDT handshake (92), or a UDT NAK of a few ranges.
-pub const MAX_HEADER: usize = 128;
+/// and a UDT handshake (92), or a UDT NAK of up to six ranges.
+pub const MAX_HEADER: usize = 96;
 
 /// Index of a packet in the [`PacketPool`].
 pub type PacketId = u32;

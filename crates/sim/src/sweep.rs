@@ -6,9 +6,17 @@
 //! [grid]
 //! "topology.links.1.delay" = ["10ms", "50ms"]
 //! seed = [1, 2, 3]
+//!
+//! [[variant]]                      # optional: named edits, each crossed with the grid
+//! name = "tcp"
+//! "flow.0" = { protocol = "tcp", cc = "cubic" }
+//! [[variant]]
+//! name = "ar-udt"
+//! "flow.0" = { protocol = "udt", cc = "ar-udt" }
 //! ```
-//! Keys are dotted paths into the base document (array elements by index). Points are
-//! the cartesian product, in the order of the sorted keys; each point is an
+//! Keys are dotted paths into the base document (array elements by index); a value
+//! replaces what is there, tables included. Points are the cartesian product of the
+//! grid, in the order of the sorted keys, for each variant in turn; each point is an
 //! independent, seeded run, so the results do not depend on how many threads run them.
 
 use std::collections::BTreeMap;
@@ -63,8 +71,14 @@ pub fn set_path(doc: &mut toml::Value, path: &str, value: toml::Value) -> Result
 struct SweepFile {
     scenario: String,
     name: Option<String>,
+    #[serde(default)]
     grid: BTreeMap<String, Vec<toml::Value>>,
+    #[serde(default)]
+    variant: Vec<toml::Table>,
 }
+
+/// A dotted path and the value to put there.
+type Edit = (String, toml::Value);
 
 /// One point of a sweep.
 #[derive(Debug, Clone)]
@@ -112,7 +126,32 @@ impl Sweep {
                 });
             }
         }
-        let total: usize = file.grid.values().map(Vec::len).product();
+        // Variants: named sets of edits (e.g. one per protocol), each crossed with the
+        // grid. Without any, there is one unnamed variant that edits nothing.
+        let mut variants: Vec<(Option<String>, Vec<Edit>)> = vec![];
+        for (i, v) in file.variant.iter().enumerate() {
+            let name = match v.get("name") {
+                Some(toml::Value::String(n)) => n.clone(),
+                _ => {
+                    return Err(ScenarioError::Invalid {
+                        path: path.to_owned(),
+                        key: format!("variant[{i}].name"),
+                        message: "every [[variant]] needs a name (a string)".into(),
+                    })
+                }
+            };
+            let edits = v
+                .iter()
+                .filter(|(k, _)| *k != "name")
+                .map(|(k, x)| (k.clone(), x.clone()))
+                .collect();
+            variants.push((Some(name), edits));
+        }
+        if variants.is_empty() {
+            variants.push((None, vec![]));
+        }
+        let grid_points: usize = file.grid.values().map(Vec::len).product();
+        let total = grid_points * variants.len();
         if total > 100_000 {
             return Err(ScenarioError::Invalid {
                 path: path.to_owned(),
@@ -122,9 +161,20 @@ impl Sweep {
         }
         let mut points = Vec::with_capacity(total);
         for n in 0..total {
-            let mut rest = n;
+            let (variant_name, edits) = &variants[n / grid_points];
+            let mut rest = n % grid_points;
             let mut doc = base.clone();
             let mut params = vec![];
+            if let Some(name) = variant_name {
+                params.push(("variant".to_string(), toml::Value::String(name.clone())));
+            }
+            for (k, v) in edits {
+                set_path(&mut doc, k, v.clone()).map_err(|m| ScenarioError::Invalid {
+                    path: path.to_owned(),
+                    key: format!("variant.{k}"),
+                    message: m,
+                })?;
+            }
             // Last key varies fastest.
             let keys: Vec<_> = file.grid.iter().collect();
             let mut idx = vec![0; keys.len()];

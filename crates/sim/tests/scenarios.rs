@@ -143,3 +143,63 @@ plots = false
     assert!(util > 0.8, "{util}");
     assert!(r.summary.jain_index > 0.5);
 }
+
+/// A sweep's variants replace whole tables (here the flow: TCP, UDT, AR-UDT) and are
+/// crossed with the grid; a variant without a name is an error naming it.
+#[test]
+fn sweep_variants_cross_the_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = common::chain(
+        "2s",
+        "100Mbps",
+        "5ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    );
+    std::fs::write(tmp.path().join("base.toml"), base).unwrap();
+    let sweep = r#"
+scenario = "base.toml"
+[grid]
+seed = [1, 2]
+[[variant]]
+name = "cubic"
+"flow.0" = { protocol = "tcp", cc = "cubic" }
+[[variant]]
+name = "udt"
+"flow.0" = { protocol = "udt" }
+[[variant]]
+name = "ar-udt"
+"flow.0" = { protocol = "udt", cc = "ar-udt" }
+"#;
+    std::fs::write(tmp.path().join("sweep.toml"), sweep).unwrap();
+    let sw = longhaul_sim::Sweep::load(&tmp.path().join("sweep.toml")).unwrap();
+    assert_eq!(sw.points.len(), 6);
+    let names: Vec<String> = sw
+        .points
+        .iter()
+        .map(|p| longhaul_sim::sweep::describe(&p.params))
+        .collect();
+    assert_eq!(names[0], "variant=cubic, seed=1");
+    assert_eq!(names[5], "variant=ar-udt, seed=2");
+    let protocols: Vec<&str> = sw
+        .points
+        .iter()
+        .map(|p| match &p.scenario.flows[0] {
+            longhaul_sim::app::FlowSpec::Tcp(_) => "tcp",
+            longhaul_sim::app::FlowSpec::Udt(_) => "udt",
+            longhaul_sim::app::FlowSpec::Udp(_) => "udp",
+        })
+        .collect();
+    assert_eq!(protocols, ["tcp", "tcp", "udt", "udt", "udt", "udt"]);
+
+    std::fs::write(
+        tmp.path().join("sweep.toml"),
+        "scenario = \"base.toml\"\n[[variant]]\nseed = 3\n",
+    )
+    .unwrap();
+    let e = longhaul_sim::Sweep::load(&tmp.path().join("sweep.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("variant[0].name"), "{e}");
+}

@@ -251,6 +251,20 @@ fn folder_of_scenarios_and_sweep() {
     assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
     assert!(csv.starts_with("point,seed,flow,"));
 
+    let variants = "scenario = \"a.toml\"\n[grid]\nseed = [1, 2]\n\
+                    [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n\
+                    [[variant]]\nname = \"cubic\"\n\"flow.0.cc\" = \"cubic\"\n";
+    std::fs::write(dir.join("sweep.toml"), variants).unwrap();
+    let o = longhaul(&["sim", "run", "set", "--out", "sv", "--quiet"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let md = std::fs::read_to_string(tmp.path().join("sv/results.md")).unwrap();
+    assert!(md.contains("| point | reno | cubic |"), "{md}");
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with("| seed=")).count(),
+        2,
+        "{md}"
+    );
+
     std::fs::write(
         dir.join("sweep.toml"),
         "scenario = \"a.toml\"\n[grid]\n\"flow.0.cc\" = [\"vegas\"]\n",

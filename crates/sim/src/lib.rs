@@ -200,10 +200,12 @@ impl Job {
                         r
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                write_sweep_csv(out, sw, &summaries).map_err(|source| Error::Output {
-                    path: out.to_owned(),
-                    source,
-                })?;
+                write_sweep_csv(out, sw, &summaries)
+                    .and_then(|_| write_variant_table(out, sw, &summaries))
+                    .map_err(|source| Error::Output {
+                        path: out.to_owned(),
+                        source,
+                    })?;
                 Ok(summaries)
             }
         }
@@ -221,6 +223,75 @@ impl Job {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// For a sweep with variants, `results.md`: one row per grid point, one column per
+/// variant, each cell the point's total goodput (all flows), Mb/s.
+fn write_variant_table(out: &Path, sw: &Sweep, summaries: &[Summary]) -> std::io::Result<()> {
+    use std::fmt::Write as _;
+    let variant_of = |p: &sweep::Point| {
+        p.params
+            .iter()
+            .find(|(k, _)| k == "variant")
+            .map(|(_, v)| sweep::value_str(v))
+    };
+    let mut variants: Vec<String> = vec![];
+    let mut rows: Vec<(String, Vec<Option<f64>>)> = vec![];
+    for (p, s) in sw.points.iter().zip(summaries) {
+        let Some(v) = variant_of(p) else {
+            return Ok(());
+        };
+        let col = variants.iter().position(|x| *x == v).unwrap_or_else(|| {
+            variants.push(v.clone());
+            variants.len() - 1
+        });
+        let grid: Vec<_> = p
+            .params
+            .iter()
+            .filter(|(k, _)| k != "variant")
+            .cloned()
+            .collect();
+        let key = if grid.is_empty() {
+            "(all)".to_string()
+        } else {
+            sweep::describe(&grid)
+        };
+        let row = match rows.iter().position(|(k, _)| *k == key) {
+            Some(r) => r,
+            None => {
+                rows.push((key, vec![]));
+                rows.len() - 1
+            }
+        };
+        let cells = &mut rows[row].1;
+        if cells.len() <= col {
+            cells.resize(col + 1, None);
+        }
+        cells[col] = Some(s.flows.iter().map(|f| f.goodput_mbps).sum());
+    }
+    let mut md = format!(
+        "# {}\n\nTotal goodput of each run, Mb/s.\n\n| point |",
+        sw.name
+    );
+    for v in &variants {
+        let _ = write!(md, " {v} |");
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---:|".repeat(variants.len()));
+    md.push('\n');
+    for (key, cells) in &rows {
+        let _ = write!(md, "| {key} |");
+        for c in 0..variants.len() {
+            match cells.get(c).copied().flatten() {
+                Some(g) => {
+                    let _ = write!(md, " {g:.1} |");
+                }
+                None => md.push_str(" - |"),
+            }
+        }
+        md.push('\n');
+    }
+    std::fs::write(out.join("results.md"), md)
 }
 
 fn write_sweep_csv(out: &Path, sw: &Sweep, summaries: &[Summary]) -> std::io::Result<()> {

@@ -103,6 +103,39 @@ fn errors_name_the_file_the_key_and_the_fix() {
             base().replace("duration = \"10s\"\n", ""),
             &["bad.toml", "duration"],
         ),
+        (
+            base().replace("seed = 1", "seed = 1\nsample_interval = \"1ns\""),
+            &["`sample_interval`", "longer interval"],
+        ),
+        (
+            base().replace("kind = \"chain\"", "kind = \"dumbbell\"\npairs = 5000"),
+            &["bad.toml"],
+        ),
+        (
+            "duration = \"1s\"\n[topology]\nkind = \"dumbbell\"\npairs = 2\n\
+             access = { rate = \"1Gbps\", delay = \"1ms\" }\naccess_delays = [\"1ms\"]\n\
+             bottleneck = { rate = \"1Gbps\", delay = \"1ms\" }\n"
+                .to_string(),
+            &["`topology.access_delays`", "one delay per pair"],
+        ),
+        (
+            base().replace("protocol = \"tcp\"", "protocol = \"udt\"\nw1 = 0.3"),
+            &["flow[0].w1", "ar-udt"],
+        ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
+                "protocol = \"udt\"\ncc = \"ar-udt\"\nw1 = 0.8",
+            ),
+            &["flow[0].w2", "w1 < w2"],
+        ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
+                "protocol = \"udt\"\nprofile = \"udt3\"",
+            ),
+            &["flow[0].profile", "paper"],
+        ),
     ];
     for (text, needles) in cases {
         let msg = err(&text);

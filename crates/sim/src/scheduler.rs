@@ -12,7 +12,7 @@
 use longhaul_proto::Instant;
 
 /// What happens when an event fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// The head packet of a link arrives at the far end.
     LinkArrival(u32),

@@ -42,7 +42,7 @@ use crate::loss::LossModel;
 use crate::simulation::RunConfig;
 use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
 use longhaul_proto::cc::{ArUdtConfig, UdtConfig as UdtCcConfig, UdtProfile};
-use longhaul_proto::udt::{RateControl, UdtConnConfig};
+use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 
 /// Most samples a series may hold (duration / interval).
 const MAX_SAMPLES: u128 = 10_000_000;
@@ -216,6 +216,7 @@ struct UdtFlowFile {
     cc: Option<String>,
     profile: Option<String>,
     fix_inverted_fallback: Option<bool>,
+    nak_report: Option<String>,
     mss: Option<u32>,
     flight_flag_size: Option<u32>,
     recv_buffer_pkts: Option<u32>,
@@ -750,8 +751,21 @@ impl Loader<'_> {
                 return Err(self.err(k("cc"), format!("unknown `{o}`: use \"udt\" or \"ar-udt\"")))
             }
         };
+        let nak_report = match u.nak_report.as_deref() {
+            None | Some("once") => NakReport::Once,
+            Some("periodic") => NakReport::Periodic,
+            Some(o) => {
+                return Err(self.err(
+                    k("nak_report"),
+                    format!(
+                        "unknown `{o}`: use \"once\" (UDT4 4.11) or \"periodic\" (the draft's NAK timer, as in ns-2)"
+                    ),
+                ))
+            }
+        };
         let mut c = UdtConnConfig {
             rate_control,
+            nak_report,
             ..UdtConnConfig::default()
         };
         if let Some(m) = u.mss {

@@ -8,10 +8,12 @@
 //! gap; a full ACK once per SYN and a light ACK every 64 packets; ACK2 and RTT/RTTVar
 //! on both sides; the median-filtered receive-rate and bandwidth estimators; the flow
 //! window from the receiver's free buffer; the EXP timer with go-back-N, keep-alive
-//! and connection break; an orderly shutdown; counters.
+//! and connection break; an orderly shutdown; counters; a payload-free ("virtual")
+//! mode for the simulator. As an option ([`NakReport::Periodic`]), the receiver
+//! re-reports losses on a NAK timer as the draft and the ns-2 model do; 4.11 does not.
 //!
 //! What it does not (yet): rendezvous, message (datagram) mode with TTL and message
-//! drop requests, the peer cache, a payload-free mode for the simulator.
+//! drop requests, the peer cache.
 //!
 //! The call order is the usual one: after `handle_datagram`, `handle_timeout` or an
 //! application call, drain `poll_transmit`, then `poll_event`, then re-arm a timer
@@ -38,6 +40,12 @@ use estimator::TimeWindow;
 const IP_UDP: u32 = 28;
 /// SYN, µs.
 const SYN: u64 = SYN_US as u64;
+/// UDT4's timers tick in microseconds and fire strictly after their deadline
+/// (`currtime > m_ullNextACKTime`), re-arming from the time they fired, so full ACKs
+/// leave at least SYN + 1 µs apart. Firing exactly at the deadline instead would put
+/// ACKs exactly SYN apart, and a few nanoseconds of jitter on the way back would then
+/// make the sender's once-per-SYN rate control skip every other one.
+const TIMER_TICK: Duration = Duration::from_micros(1);
 /// Light ACK every this many packets (`m_iSelfClockInterval`).
 const SELF_CLOCK: u32 = 64;
 /// Minimum EXP interval, µs.
@@ -47,6 +55,23 @@ const HANDSHAKE_RETRY: Duration = Duration::from_millis(250);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 /// ACK history kept for ACK2 RTT samples.
 const ACK_HISTORY: usize = 1024;
+
+/// How the receiver reports losses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NakReport {
+    /// UDT4 4.11: one NAK when a gap appears, and nothing more. A lost
+    /// retransmission is recovered only by the sender's EXP timer (go-back-N), since
+    /// 4.x comments the periodic NAK out ("rely on the sender's EXP").
+    #[default]
+    Once,
+    /// A NAK timer, as in the ns-2 UDT module the AR-UDT study ran and in
+    /// draft-gg-udt-03 §6.2: every max(RTT, SYN) (ns-2's period; the draft's
+    /// 4·RTT + RTTVar + SYN would fire after the EXP timer), re-report every loss still
+    /// missing whose last report is at least k·RTT old, k starting at 2 and growing
+    /// by one per report (the draft's guard against re-reporting a retransmission
+    /// that is still on its way).
+    Periodic,
+}
 
 /// Which rate control a connection runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -70,6 +95,8 @@ pub struct UdtConnConfig {
     pub snd_buf_pkts: u32,
     /// Rate control.
     pub rate_control: RateControl,
+    /// How losses are reported (a receiver-side choice).
+    pub nak_report: NakReport,
     /// This side's socket ID (non-zero).
     pub socket_id: u32,
     /// Initial sequence number (the client's is used by both sides).
@@ -86,6 +113,7 @@ impl Default for UdtConnConfig {
             rcv_buf_pkts: 8192,
             snd_buf_pkts: 8192,
             rate_control: RateControl::Udt(UdtCcConfig::default()),
+            nak_report: NakReport::Once,
             socket_id: 1,
             isn: 0,
             cookie_secret: 0x5eed,
@@ -156,6 +184,14 @@ pub struct UdtStats {
 pub enum SendError {
     /// Not connected (yet, or any more).
     NotConnected,
+}
+
+/// When a receiver loss-list entry was last reported, and the multiple of the RTT
+/// that must pass before it is reported again (draft-gg-udt-03 §6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Feedback {
+    last: Instant,
+    k: u32,
 }
 
 /// A packet's payload: real bytes, or (in the simulator) only a length.
@@ -246,7 +282,9 @@ pub struct UdtConnection {
     rcv_next: u64,
     rcv_high: Option<u64>,
     rcv_ooo: BTreeMap<u64, Payload>,
-    rcv_loss: BTreeSet<u64>,
+    /// Missing packets, with when each was last reported and its next k.
+    rcv_loss: BTreeMap<u64, Feedback>,
+    next_nak_time: Instant,
     readable: VecDeque<u8>,
     /// Bytes delivered in order, real and virtual.
     delivered: u64,
@@ -317,7 +355,8 @@ impl UdtConnection {
             rcv_next: 0,
             rcv_high: None,
             rcv_ooo: BTreeMap::new(),
-            rcv_loss: BTreeSet::new(),
+            rcv_loss: BTreeMap::new(),
+            next_nak_time: now,
             readable: VecDeque::new(),
             delivered: 0,
             rcv_last_ack: 0,
@@ -646,9 +685,11 @@ impl UdtConnection {
         if idx > high {
             // A gap: everything between is lost; report it at once.
             let (first, last) = (self.seq_of(high), self.seq_of(idx - 1));
-            for i in high..idx {
-                self.rcv_loss.insert(i);
+            if self.rcv_loss.is_empty() {
+                self.next_nak_time = now + self.nak_period();
             }
+            let fed_back = Feedback { last: now, k: 2 };
+            self.rcv_loss.extend((high..idx).map(|i| (i, fed_back)));
             self.naks.push_back(vec![(first, last)]);
         } else {
             self.rcv_loss.remove(&idx);
@@ -816,7 +857,10 @@ impl UdtConnection {
         match self.state {
             State::Connecting => self.next_handshake,
             State::Connected => {
-                let mut t = self.exp_deadline().min(self.next_ack_time);
+                let mut t = self.exp_deadline().min(self.next_ack_time + TIMER_TICK);
+                if self.cfg.nak_report == NakReport::Periodic && !self.rcv_loss.is_empty() {
+                    t = t.min(self.next_nak_time);
+                }
                 if self.has_data_to_send() {
                     t = t.min(self.next_send);
                 }
@@ -839,13 +883,20 @@ impl UdtConnection {
                 }
             }
             State::Connected => {
-                if now >= self.next_ack_time {
+                if now > self.next_ack_time {
                     if self.full_ack_due(now) {
                         self.ctrl.push_back(PendingCtrl::FullAck);
                     }
                     self.next_ack_time = now + Duration::from_micros(SYN);
                     self.pkt_count = 0;
                     self.light_ack_count = 1;
+                }
+                if self.cfg.nak_report == NakReport::Periodic
+                    && !self.rcv_loss.is_empty()
+                    && now >= self.next_nak_time
+                {
+                    self.report_losses(now);
+                    self.next_nak_time = now + self.nak_period();
                 }
                 if now >= self.exp_deadline() {
                     self.on_exp(now);
@@ -858,9 +909,56 @@ impl UdtConnection {
     /// The ACK number to send: the first lost packet, or one past the highest received.
     fn ack_index(&self) -> u64 {
         self.rcv_loss
-            .first()
-            .copied()
+            .first_key_value()
+            .map(|(&i, _)| i)
             .unwrap_or(self.rcv_high.map_or(0, |h| h + 1))
+    }
+
+    /// The NAK timer period, max(RTT, SYN).
+    fn nak_period(&self) -> Duration {
+        Duration::from_micros((self.rtt_us as u64).max(SYN))
+    }
+
+    /// The periodic NAK: every entry whose last report is at least k·RTT old, in
+    /// ranges, as many as one NAK carries (UDT4 caps the list at payload/4 words).
+    fn report_losses(&mut self, now: Instant) {
+        let rtt = self.rtt_us.max(1.0);
+        let mut words = self.payload / 4;
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for (&i, fb) in self.rcv_loss.iter_mut() {
+            let age = micros(now.saturating_duration_since(fb.last)) as f64;
+            if age < f64::from(fb.k) * rtt {
+                continue;
+            }
+            // A single number costs one word, a range two.
+            match ranges.last_mut() {
+                Some((first, last)) if *last + 1 == i => {
+                    if *first == *last {
+                        if words == 0 {
+                            break;
+                        }
+                        words -= 1;
+                    }
+                    *last = i;
+                }
+                _ => {
+                    if words == 0 {
+                        break;
+                    }
+                    words -= 1;
+                    ranges.push((i, i));
+                }
+            }
+            fb.last = now;
+            fb.k += 1;
+        }
+        if !ranges.is_empty() {
+            let seqs = ranges
+                .iter()
+                .map(|&(a, b)| (self.seq_of(a), self.seq_of(b)))
+                .collect();
+            self.naks.push_back(seqs);
+        }
     }
 
     /// 4.11's `sendCtrl(2)` rules: no ACK for what the sender has confirmed with ACK2,
@@ -926,7 +1024,12 @@ impl UdtConnection {
                 wire_len: n,
             });
         }
-        if let Some(ranges) = self.naks.pop_front() {
+        if let Some(mut ranges) = self.naks.pop_front() {
+            // A NAK carries as much of the list as `buf` holds; the rest goes next.
+            let rest = split_loss_list(&mut ranges, buf.len().saturating_sub(HEADER_LEN) / 4);
+            if !rest.is_empty() {
+                self.naks.push_front(rest);
+            }
             self.stats.naks_sent += 1;
             let mut lbuf = vec![0u8; LossList::encoded_len(&ranges)];
             let list = LossList::encode(&ranges, &mut lbuf);
@@ -1009,11 +1112,7 @@ impl UdtConnection {
             PendingCtrl::Shutdown => Control::Shutdown,
             PendingCtrl::LightAck | PendingCtrl::FullAck => {
                 // ACK number: the first lost packet, or one past the highest received.
-                let ack_idx = self
-                    .rcv_loss
-                    .first()
-                    .copied()
-                    .unwrap_or(self.rcv_high.map_or(0, |h| h + 1));
+                let ack_idx = self.ack_index();
                 let ack = self.seq_of(ack_idx);
                 if c == PendingCtrl::LightAck {
                     self.stats.light_acks_sent += 1;
@@ -1081,6 +1180,31 @@ impl UdtConnection {
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
+}
+
+/// Keeps in `ranges` as many as fit in `words` 32-bit words (a single number takes
+/// one, a range two; a range may be cut) and returns the rest.
+fn split_loss_list(
+    ranges: &mut Vec<(UdtSeqNumber, UdtSeqNumber)>,
+    words: usize,
+) -> Vec<(UdtSeqNumber, UdtSeqNumber)> {
+    let mut used = 0;
+    for i in 0..ranges.len() {
+        let (a, b) = ranges[i];
+        let cost = if a == b { 1 } else { 2 };
+        if used + cost <= words {
+            used += cost;
+            continue;
+        }
+        let mut rest = ranges.split_off(i);
+        if used < words && words > 0 {
+            // One word left and a range next: send its first number alone.
+            ranges.push((a, a));
+            rest[0].0 = a.inc();
+        }
+        return rest;
+    }
+    Vec::new()
 }
 
 fn rate_cwnd(cc: &AnyRate) -> f64 {

@@ -19,7 +19,9 @@ struct Pair {
     wire: Vec<(Instant, u64, bool, Vec<u8>)>,
     order: u64,
     data_sent: u64,
-    drop: Box<dyn FnMut(u64) -> bool>,
+    /// Called with the count of data packets sent so far and the packet's sequence
+    /// number; true drops it.
+    drop: Box<dyn FnMut(u64, u32) -> bool>,
     received: Vec<u8>,
     transcript: Vec<u8>,
 }
@@ -37,7 +39,7 @@ impl Pair {
         client: UdtConnConfig,
         server: UdtConnConfig,
         rate_mbps: u64,
-        drop: impl FnMut(u64) -> bool + 'static,
+        drop: impl FnMut(u64, u32) -> bool + 'static,
     ) -> Pair {
         let link = || Link {
             delay: Duration::from_millis(10),
@@ -79,7 +81,8 @@ impl Pair {
                 let is_data = buf[0] & 0x80 == 0;
                 if is_data && to_server {
                     self.data_sent += 1;
-                    if (self.drop)(self.data_sent) {
+                    let seq = u32::from_be_bytes(buf[..4].try_into().unwrap());
+                    if (self.drop)(self.data_sent, seq) {
                         continue;
                     }
                 }
@@ -160,7 +163,7 @@ fn pattern(n: usize) -> Vec<u8> {
 #[test]
 fn handshake_then_10_mb_byte_exact_across_the_sequence_wrap() {
     // The client's ISN is 1000 below the wrap; 10 MB is about 7200 packets.
-    let mut p = Pair::new(cfg(11, MAX_SEQ - 1000), cfg(22, 5), 1000, |_| false);
+    let mut p = Pair::new(cfg(11, MAX_SEQ - 1000), cfg(22, 5), 1000, |_, _| false);
     let data = pattern(10_000_000);
     p.transfer(&data, Duration::from_secs(60));
     assert_eq!(p.client.state(), State::Connected);
@@ -182,7 +185,7 @@ fn handshake_then_10_mb_byte_exact_across_the_sequence_wrap() {
 
 #[test]
 fn losses_are_naked_and_repaired() {
-    let mut p = Pair::new(cfg(11, 77), cfg(22, 5), 200, |n| {
+    let mut p = Pair::new(cfg(11, 77), cfg(22, 5), 200, |n, _| {
         n % 97 == 0 || (300..310).contains(&n)
     });
     let data = pattern(3_000_000);
@@ -204,7 +207,7 @@ fn losses_are_naked_and_repaired() {
 #[test]
 fn same_inputs_same_bytes() {
     let run = || {
-        let mut p = Pair::new(cfg(11, 123), cfg(22, 5), 100, |n| n % 50 == 0);
+        let mut p = Pair::new(cfg(11, 123), cfg(22, 5), 100, |n, _| n % 50 == 0);
         p.transfer(&pattern(500_000), Duration::from_secs(30));
         p.transcript
     };
@@ -215,7 +218,7 @@ fn same_inputs_same_bytes() {
 
 #[test]
 fn a_silent_peer_breaks_the_connection() {
-    let mut p = Pair::new(cfg(11, 1), cfg(22, 5), 100, |_| false);
+    let mut p = Pair::new(cfg(11, 1), cfg(22, 5), 100, |_, _| false);
     p.transfer(&pattern(10_000), Duration::from_secs(5));
     assert_eq!(p.received.len(), 10_000);
     // The server vanishes: the client's EXP timer fires until it gives up.
@@ -267,4 +270,50 @@ fn handshake_gives_up_after_three_seconds() {
     }
     assert_eq!(c.poll_event(), Some(Event::ConnectFailed));
     assert_eq!(sent, 12, "a request every 250 ms for 3 s");
+}
+
+/// A retransmission lost again: UDT4 4.11 reports a loss once and leaves the rest to
+/// the sender's EXP timer (go-back-N after >= 300 ms of silence); the draft's periodic
+/// NAK reports it again after 2 RTT, with no EXP.
+#[test]
+fn periodic_nak_repairs_a_lost_retransmission_without_exp() {
+    let run = |report: NakReport| {
+        let mut server = cfg(22, 5);
+        server.nak_report = report;
+        let mut copies = 0;
+        let mut p = Pair::new(cfg(11, 1000), server, 200, move |_, seq| {
+            if seq == 1300 {
+                copies += 1;
+                return copies <= 2;
+            }
+            false
+        });
+        let data = pattern(3_000_000);
+        p.transfer(&data, Duration::from_secs(30));
+        assert!(p.received == data, "{report:?}: {} bytes", p.received.len());
+        (*p.client.stats(), *p.server.stats(), p.now)
+    };
+    let (once_c, _, once_t) = run(NakReport::Once);
+    let (per_c, per_s, per_t) = run(NakReport::Periodic);
+    assert!(once_c.exp_timeouts >= 1, "{once_c:?}");
+    assert_eq!(per_c.exp_timeouts, 0, "{per_c:?}");
+    assert!(per_s.naks_sent >= 2, "{per_s:?}");
+    assert!(per_t < once_t, "periodic {per_t:?}, once {once_t:?}");
+}
+
+#[test]
+fn a_long_loss_list_is_split_to_fit_the_buffer() {
+    let s = UdtSeqNumber::new;
+    let mut ranges = vec![(s(1), s(1)), (s(3), s(9)), (s(20), s(20)), (s(30), s(40))];
+    // 1 + 2 words fit, and one more: the single 20.
+    let rest = split_loss_list(&mut ranges, 4);
+    assert_eq!(ranges, vec![(s(1), s(1)), (s(3), s(9)), (s(20), s(20))]);
+    assert_eq!(rest, vec![(s(30), s(40))]);
+    // One word left before a range: its first number goes alone.
+    let mut ranges = vec![(s(1), s(1)), (s(3), s(9))];
+    let rest = split_loss_list(&mut ranges, 2);
+    assert_eq!(ranges, vec![(s(1), s(1)), (s(3), s(3))]);
+    assert_eq!(rest, vec![(s(4), s(9))]);
+    let mut ranges = vec![(s(1), s(2))];
+    assert!(split_loss_list(&mut ranges, 2).is_empty());
 }

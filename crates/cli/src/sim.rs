@@ -99,9 +99,9 @@ fn run_cmd(
     if let Some(seed) = seed {
         match &mut job {
             Job::Scenarios(list) => list.iter_mut().for_each(|s| s.run.seed = seed),
-            Job::Sweep(sw) => sw
-                .points
+            Job::Sweeps(sweeps) => sweeps
                 .iter_mut()
+                .flat_map(|sw| sw.points.iter_mut())
                 .for_each(|p| p.scenario.run.seed = seed),
         }
     }

@@ -259,9 +259,10 @@ fn folder_of_scenarios_and_sweep() {
     assert!(o.status.success(), "{}", stderr(&o));
     let md = std::fs::read_to_string(tmp.path().join("sv/results.md")).unwrap();
     assert!(md.contains("| point | reno | cubic |"), "{md}");
+    // Two rows in the goodput table and two in the stability table.
     assert_eq!(
         md.lines().filter(|l| l.starts_with("| seed=")).count(),
-        2,
+        4,
         "{md}"
     );
 
@@ -277,6 +278,58 @@ fn folder_of_scenarios_and_sweep() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A folder with several sweep files runs them all, each into a folder named after
+/// it, and each writes the report its `[report]` asks for: published figures in
+/// brackets, the stability table and the plots.
+#[test]
+fn several_sweeps_with_reports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("study");
+    std::fs::create_dir(&dir).unwrap();
+    let quick = SMALL
+        .replace("3s", "2s")
+        .replace("trace = true", "trace = false\nplots = false");
+    std::fs::write(dir.join("base.toml"), &quick).unwrap();
+    let main = "scenario = \"base.toml\"\nname = \"main\"\n[grid]\nseed = [1, 2]\n\
+                [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n\
+                [[variant]]\nname = \"cubic\"\n\"flow.0.cc\" = \"cubic\"\n\
+                [report]\nx = \"seed\"\ntimeseries = { seed = 1 }\nsource = \"a paper\"\n\
+                [[report.expected]]\npoint = { seed = 2 }\nvalues = { cubic = 42 }\n";
+    std::fs::write(dir.join("sweep.toml"), main).unwrap();
+    let other = "scenario = \"base.toml\"\nname = \"other\"\n[grid]\nseed = [3]\n\
+                 [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n";
+    std::fs::write(dir.join("other.sweep.toml"), other).unwrap();
+    let o = longhaul(
+        &["sim", "run", "study", "--out", "out", "--quiet"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = tmp.path().join("out");
+    let md = std::fs::read_to_string(out.join("main/results.md")).unwrap();
+    assert!(md.contains("published figure (a paper)"), "{md}");
+    let row2 = md.lines().find(|l| l.starts_with("| seed=2 |")).expect(&md);
+    assert!(row2.ends_with("(42) |"), "{row2}");
+    assert!(md.contains("## Stability"), "{md}");
+    for plot in ["plots/timeseries-seed=1.png", "plots/vs-seed.png"] {
+        assert!(md.contains(plot), "{md}");
+        let bytes = std::fs::read(out.join("main").join(plot)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{plot}");
+    }
+    assert!(out.join("other/results.md").exists());
+    assert!(out.join("other/point-0000/summary.json").exists());
+    let csv = std::fs::read_to_string(out.join("main/sweep.csv")).unwrap();
+    assert!(
+        csv.lines().next().unwrap().ends_with(",goodput_cv"),
+        "{csv}"
+    );
+
+    // Two sweeps of one name would write into one folder.
+    std::fs::write(dir.join("other.sweep.toml"), other.replace("other", "main")).unwrap();
+    let o = longhaul(&["sim", "run", "study"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("also the name of"), "{}", stderr(&o));
 }
 
 #[test]

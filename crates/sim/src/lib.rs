@@ -18,8 +18,12 @@
 //! byte-identical outputs, whatever else runs on the machine and however many threads
 //! a sweep uses.
 //!
-//! What it does not do (yet): UDT, SCTP, DiffServ routers and wireless hops come with
-//! their own issues; TCP payload content is not carried.
+//! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT (the `longhaul-proto` engines),
+//! and UDP sources. Sweeps ([`sweep`]) run a grid of variants of a scenario and
+//! write a report ([`report`]).
+//!
+//! What it does not do (yet): SCTP, DiffServ routers and wireless hops come with
+//! their own issues; payload content is not carried.
 
 #![warn(missing_docs)]
 
@@ -31,6 +35,7 @@ pub mod output;
 pub mod packet;
 pub mod pcap;
 mod plot;
+pub mod report;
 pub mod scenario;
 pub mod scheduler;
 pub mod simulation;
@@ -110,16 +115,18 @@ pub fn run_to_dir(scenario: &Scenario, dir: &Path) -> Result<RunResult, Error> {
 pub enum Job {
     /// Independent scenarios (a file, or every `*.toml` in a folder).
     Scenarios(Vec<Scenario>),
-    /// A sweep (`sweep.toml` in the folder).
-    Sweep(Sweep),
+    /// Sweeps: a `sweep.toml`, or a folder's `sweep.toml` and `*.sweep.toml` files.
+    /// One sweep writes into the output folder itself; several write into
+    /// subfolders named after them.
+    Sweeps(Vec<Sweep>),
 }
 
 impl Job {
     /// Loads and validates everything under `path` before anything runs.
     pub fn load(path: &Path) -> Result<Job, Error> {
         if path.is_file() {
-            if path.file_name().is_some_and(|n| n == "sweep.toml") {
-                return Ok(Job::Sweep(Sweep::load(path)?));
+            if is_sweep_file(path) {
+                return Ok(Job::Sweeps(vec![Sweep::load(path)?]));
             }
             return Ok(Job::Scenarios(vec![Scenario::load(path)?]));
         }
@@ -134,10 +141,6 @@ impl Job {
                 message: format!("{what}; give a scenario .toml file or a folder of them"),
             });
         }
-        let sweep = path.join("sweep.toml");
-        if sweep.is_file() {
-            return Ok(Job::Sweep(Sweep::load(&sweep)?));
-        }
         let mut files: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| Error::Input {
                 path: path.to_owned(),
@@ -146,7 +149,30 @@ impl Job {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "toml"))
             .collect();
-        files.sort();
+        // `sweep.toml` first, then the others by name.
+        files.sort_by_key(|f| (f.file_name().is_none_or(|n| n != "sweep.toml"), f.clone()));
+        let sweep_files: Vec<&PathBuf> = files.iter().filter(|f| is_sweep_file(f)).collect();
+        if !sweep_files.is_empty() {
+            // The folder's other .toml files are the sweeps' base scenarios.
+            let sweeps = sweep_files
+                .iter()
+                .map(|f| Sweep::load(f))
+                .collect::<Result<Vec<_>, _>>()?;
+            for (i, a) in sweeps.iter().enumerate() {
+                if let Some(j) = sweeps[..i].iter().position(|b| b.name == a.name) {
+                    return Err(Error::Input {
+                        path: sweep_files[i].clone(),
+                        message: format!(
+                            "`name = \"{}\"` is also the name of {}; sweeps write into \
+                             folders named after them, so give each its own",
+                            a.name,
+                            sweep_files[j].display()
+                        ),
+                    });
+                }
+            }
+            return Ok(Job::Sweeps(sweeps));
+        }
         if files.is_empty() {
             return Err(Error::Input {
                 path: path.to_owned(),
@@ -188,24 +214,42 @@ impl Job {
                     })
                     .collect()
             }
-            Job::Sweep(sw) => {
-                let summaries = sw
-                    .points
-                    .par_iter()
+            Job::Sweeps(sweeps) => {
+                let dir = |sw: &Sweep| {
+                    if sweeps.len() == 1 {
+                        out.to_owned()
+                    } else {
+                        out.join(&sw.name)
+                    }
+                };
+                // All points of all sweeps in one pool, so the cores stay busy.
+                let all: Vec<(usize, usize)> = sweeps
+                    .iter()
                     .enumerate()
-                    .map(|(i, p)| {
-                        let r = run_to_dir(&p.scenario, &out.join(format!("point-{i:04}")))
-                            .map(|r| r.summary);
+                    .flat_map(|(s, sw)| (0..sw.points.len()).map(move |i| (s, i)))
+                    .collect();
+                let mut results = all
+                    .par_iter()
+                    .map(|&(s, i)| {
+                        let sw = &sweeps[s];
+                        let point_dir = dir(sw).join(format!("point-{i:04}"));
+                        let r = run_to_dir(&sw.points[i].scenario, &point_dir)
+                            .map(|r| report::PointResult::new(r, sw.report.warmup_s));
                         progress();
                         r
                     })
-                    .collect::<Result<Vec<_>, _>>()?;
-                write_sweep_csv(out, sw, &summaries)
-                    .and_then(|_| write_variant_table(out, sw, &summaries))
-                    .map_err(|source| Error::Output {
-                        path: out.to_owned(),
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter();
+                let mut summaries = vec![];
+                for sw in sweeps {
+                    let mine: Vec<_> = results.by_ref().take(sw.points.len()).collect();
+                    let d = dir(sw);
+                    report::write(&d, sw, &mine).map_err(|source| Error::Output {
+                        path: d.clone(),
                         source,
                     })?;
+                    summaries.extend(mine.into_iter().map(|r| r.summary));
+                }
                 Ok(summaries)
             }
         }
@@ -215,7 +259,7 @@ impl Job {
     pub fn len(&self) -> usize {
         match self {
             Job::Scenarios(s) => s.len(),
-            Job::Sweep(s) => s.points.len(),
+            Job::Sweeps(s) => s.iter().map(|s| s.points.len()).sum(),
         }
     }
 
@@ -225,107 +269,9 @@ impl Job {
     }
 }
 
-/// For a sweep with variants, `results.md`: one row per grid point, one column per
-/// variant, each cell the point's total goodput (all flows), Mb/s.
-fn write_variant_table(out: &Path, sw: &Sweep, summaries: &[Summary]) -> std::io::Result<()> {
-    use std::fmt::Write as _;
-    let variant_of = |p: &sweep::Point| {
-        p.params
-            .iter()
-            .find(|(k, _)| k == "variant")
-            .map(|(_, v)| sweep::value_str(v))
-    };
-    let mut variants: Vec<String> = vec![];
-    let mut rows: Vec<(String, Vec<Option<f64>>)> = vec![];
-    for (p, s) in sw.points.iter().zip(summaries) {
-        let Some(v) = variant_of(p) else {
-            return Ok(());
-        };
-        let col = variants.iter().position(|x| *x == v).unwrap_or_else(|| {
-            variants.push(v.clone());
-            variants.len() - 1
-        });
-        let grid: Vec<_> = p
-            .params
-            .iter()
-            .filter(|(k, _)| k != "variant")
-            .cloned()
-            .collect();
-        let key = if grid.is_empty() {
-            "(all)".to_string()
-        } else {
-            sweep::describe(&grid)
-        };
-        let row = match rows.iter().position(|(k, _)| *k == key) {
-            Some(r) => r,
-            None => {
-                rows.push((key, vec![]));
-                rows.len() - 1
-            }
-        };
-        let cells = &mut rows[row].1;
-        if cells.len() <= col {
-            cells.resize(col + 1, None);
-        }
-        cells[col] = Some(s.flows.iter().map(|f| f.goodput_mbps).sum());
-    }
-    let mut md = format!(
-        "# {}\n\nTotal goodput of each run, Mb/s.\n\n| point |",
-        sw.name
-    );
-    for v in &variants {
-        let _ = write!(md, " {v} |");
-    }
-    md.push_str("\n|---|");
-    md.push_str(&"---:|".repeat(variants.len()));
-    md.push('\n');
-    for (key, cells) in &rows {
-        let _ = write!(md, "| {key} |");
-        for c in 0..variants.len() {
-            match cells.get(c).copied().flatten() {
-                Some(g) => {
-                    let _ = write!(md, " {g:.1} |");
-                }
-                None => md.push_str(" - |"),
-            }
-        }
-        md.push('\n');
-    }
-    std::fs::write(out.join("results.md"), md)
-}
-
-fn write_sweep_csv(out: &Path, sw: &Sweep, summaries: &[Summary]) -> std::io::Result<()> {
-    use std::fmt::Write as _;
-    let keys: Vec<&str> = sw.points.first().map_or(vec![], |p| {
-        p.params.iter().map(|(k, _)| k.as_str()).collect()
-    });
-    let mut csv = String::from("point,");
-    for k in &keys {
-        let _ = write!(csv, "{k},");
-    }
-    csv.push_str(
-        "flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts\n",
-    );
-    for (i, (p, s)) in sw.points.iter().zip(summaries).enumerate() {
-        for f in &s.flows {
-            let _ = write!(csv, "{i},");
-            for (_, v) in &p.params {
-                let _ = write!(csv, "{},", sweep::value_str(v));
-            }
-            let _ = writeln!(
-                csv,
-                "{},{},{:.6},{},{},{},{}",
-                f.id,
-                f.protocol,
-                f.goodput_mbps,
-                f.delivered_bytes,
-                f.completion_time_s
-                    .map_or(String::new(), |c| format!("{c:.6}")),
-                f.retransmits.map_or(String::new(), |c| c.to_string()),
-                f.timeouts.map_or(String::new(), |c| c.to_string()),
-            );
-        }
-    }
-    std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("sweep.csv"), csv)
+/// `sweep.toml` or `*.sweep.toml`.
+fn is_sweep_file(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n == "sweep.toml" || n.ends_with(".sweep.toml"))
 }

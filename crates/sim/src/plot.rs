@@ -24,20 +24,43 @@ fn register_font() {
 
 type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
 
-struct Series {
-    label: String,
-    points: Vec<(f64, f64)>,
+/// One line of a plot.
+pub struct Series {
+    /// Legend text.
+    pub label: String,
+    /// (x, y) points, in x order.
+    pub points: Vec<(f64, f64)>,
 }
 
 fn draw(path: &Path, title: &str, y_label: &str, series: &[Series]) -> Res {
+    draw_xy(path, title, "time (s)", y_label, series, true)
+}
+
+/// A line plot. The x axis spans the data (from 0 with `from_zero`); the y axis runs
+/// from 0 to 10 % above the highest point.
+pub fn draw_xy(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    from_zero: bool,
+) -> Res {
     register_font();
     let root = BitMapBackend::new(path, (1024, 576)).into_drawing_area();
     root.fill(&WHITE)?;
-    let x_max = series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.0))
-        .fold(0.0, f64::max)
-        .max(1e-9);
+    let xs = || series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let mut x_min = xs().fold(f64::INFINITY, f64::min);
+    let mut x_max = xs().fold(f64::NEG_INFINITY, f64::max);
+    if !x_min.is_finite() || !x_max.is_finite() {
+        (x_min, x_max) = (0.0, 1.0);
+    }
+    if from_zero {
+        x_min = x_min.min(0.0);
+    }
+    if x_max - x_min < 1e-9 {
+        x_max = x_min + 1.0;
+    }
     let y_max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
@@ -49,20 +72,20 @@ fn draw(path: &Path, title: &str, y_label: &str, series: &[Series]) -> Res {
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+        .build_cartesian_2d(x_min..x_max, 0.0..y_max)?;
     chart
         .configure_mesh()
-        .x_desc("time (s)")
+        .x_desc(x_label)
         .y_desc(y_label)
         .label_style(("sans-serif", 14))
         .draw()?;
     for (i, s) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                color.stroke_width(2),
-            ))?
+            .draw_series(
+                LineSeries::new(s.points.iter().copied(), color.stroke_width(2))
+                    .point_size(if s.points.len() <= 12 { 4 } else { 0 }),
+            )?
             .label(s.label.clone())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))

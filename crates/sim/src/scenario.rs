@@ -41,7 +41,7 @@ use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
 use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
-use longhaul_proto::cc::{ArUdtConfig, UdtConfig as UdtCcConfig, UdtProfile};
+use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 
 /// Most samples a series may hold (duration / interval).
@@ -225,6 +225,7 @@ struct UdtFlowFile {
     w2: Option<f64>,
     alpha: Option<f64>,
     beta: Option<f64>,
+    spw_scope: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -725,16 +726,30 @@ impl Loader<'_> {
                 if let Some((name, _)) = ar_keys.iter().find(|(_, v)| v.is_some()) {
                     return Err(self.err(k(name), "applies to cc = \"ar-udt\" only"));
                 }
+                if u.spw_scope.is_some() {
+                    return Err(self.err(k("spw_scope"), "applies to cc = \"ar-udt\" only"));
+                }
                 RateControl::Udt(udt)
             }
             Some("ar-udt") => {
                 let d = ArUdtConfig::default();
+                let scope = match u.spw_scope.as_deref() {
+                    None | Some("persistent") => SpwScope::Persistent,
+                    Some("syn") => SpwScope::Syn,
+                    Some(o) => {
+                        return Err(self.err(
+                            k("spw_scope"),
+                            format!("unknown `{o}`: use \"persistent\" or \"syn\""),
+                        ))
+                    }
+                };
                 let a = ArUdtConfig {
                     w1: u.w1.unwrap_or(d.w1),
                     w2: u.w2.unwrap_or(d.w2),
                     alpha: u.alpha.unwrap_or(d.alpha),
                     beta: u.beta.unwrap_or(d.beta),
                     factors: d.factors,
+                    scope,
                 };
                 if !(a.w1 >= 0.0 && a.w2 > a.w1 && (a.w1 + a.w2 - 1.0).abs() < 1e-9) {
                     return Err(self.err(

@@ -18,6 +18,22 @@
 //! replaces what is there, tables included. Points are the cartesian product of the
 //! grid, in the order of the sorted keys, for each variant in turn; each point is an
 //! independent, seeded run, so the results do not depend on how many threads run them.
+//!
+//! An optional `[report]` says what to draw and tabulate beyond `sweep.csv` and the
+//! goodput table of `results.md` (see [`Report`]):
+//!
+//! ```toml
+//! [report]
+//! labels = { "topology.links.1.delay" = "one-way delay" }  # names for titles and files
+//! timeseries = { "topology.links.1.loss" = 0.0 }  # goodput vs time at these points
+//! x = "topology.links.1.loss"       # goodput vs this grid key, one plot per other value
+//! log_x = true
+//! warmup = "6s"                     # left out of the stability figure
+//! source = "Paper, Figs. 7-10"      # where the published figures come from
+//! [[report.expected]]               # a published figure per variant at a grid point
+//! point = { "topology.links.1.delay" = "0.5ms", "topology.links.1.loss" = 0.0 }
+//! values = { tcp = 953, udt = 908 }
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -75,6 +91,83 @@ struct SweepFile {
     grid: BTreeMap<String, Vec<toml::Value>>,
     #[serde(default)]
     variant: Vec<toml::Table>,
+    report: Option<ReportFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportFile {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    timeseries: Option<toml::Table>,
+    x: Option<String>,
+    #[serde(default)]
+    log_x: bool,
+    warmup: Option<String>,
+    source: Option<String>,
+    #[serde(default)]
+    expected: Vec<ExpectedFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectedFile {
+    point: toml::Table,
+    values: BTreeMap<String, f64>,
+}
+
+/// What a sweep's report draws and tabulates.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Display names of grid keys, for titles and file names.
+    pub labels: BTreeMap<String, String>,
+    /// Grid values picking the points whose goodput-against-time is drawn (one plot per
+    /// point, one line per variant); `None`: no such plots; empty: every point.
+    pub timeseries: Option<Vec<(String, toml::Value)>>,
+    /// The grid key on the x axis of the goodput-against-parameter plots.
+    pub x: Option<String>,
+    /// Whether that axis is logarithmic (points at x <= 0 are then left out).
+    pub log_x: bool,
+    /// Time at the start of each run left out of the stability figure, seconds.
+    pub warmup_s: f64,
+    /// Where the published figures come from.
+    pub source: Option<String>,
+    /// Published figures.
+    pub expected: Vec<Expected>,
+}
+
+/// A published figure per variant at one grid point.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    /// The grid values of the point.
+    pub point: Vec<(String, toml::Value)>,
+    /// Total goodput, Mb/s, by variant name.
+    pub values: BTreeMap<String, f64>,
+}
+
+impl Report {
+    /// The display name of a grid key.
+    pub fn label<'a>(&'a self, key: &'a str) -> &'a str {
+        self.labels.get(key).map_or(key, String::as_str)
+    }
+}
+
+/// Whether two grid values are the same (numbers compare as numbers, so `0` and
+/// `0.0` match).
+pub fn same_value(a: &toml::Value, b: &toml::Value) -> bool {
+    match (as_number(a), as_number(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// A grid value as a number, if it is one.
+pub fn as_number(v: &toml::Value) -> Option<f64> {
+    match v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        _ => None,
+    }
 }
 
 /// A dotted path and the value to put there.
@@ -96,6 +189,8 @@ pub struct Sweep {
     pub name: String,
     /// The points, in grid order.
     pub points: Vec<Point>,
+    /// What the report adds.
+    pub report: Report,
 }
 
 impl Sweep {
@@ -204,8 +299,122 @@ impl Sweep {
                 .and_then(|p| p.file_name())
                 .map_or("sweep".into(), |s| s.to_string_lossy().into_owned())
         });
-        Ok(Sweep { name, points })
+        let variant_names: Vec<&str> = variants.iter().filter_map(|v| v.0.as_deref()).collect();
+        let report = match file.report {
+            None => Report::default(),
+            Some(r) => load_report(path, r, &file.grid, &variant_names)?,
+        };
+        Ok(Sweep {
+            name,
+            points,
+            report,
+        })
     }
+}
+
+/// Checks a `[report]` against the grid and the variants.
+fn load_report(
+    path: &Path,
+    r: ReportFile,
+    grid: &BTreeMap<String, Vec<toml::Value>>,
+    variants: &[&str],
+) -> Result<Report, ScenarioError> {
+    let err = |key: String, message: String| ScenarioError::Invalid {
+        path: path.to_owned(),
+        key,
+        message,
+    };
+    let grid_keys = || grid.keys().cloned().collect::<Vec<_>>().join(", ");
+    // `key = value` pairs that must name grid keys and values.
+    let point = |at: &str, t: &toml::Table| -> Result<Vec<(String, toml::Value)>, ScenarioError> {
+        let mut out = vec![];
+        for (k, v) in t {
+            let Some(vals) = grid.get(k) else {
+                return Err(err(
+                    format!("{at}.{k}"),
+                    format!("is not a grid key (the grid has: {})", grid_keys()),
+                ));
+            };
+            if !vals.iter().any(|g| same_value(g, v)) {
+                return Err(err(
+                    format!("{at}.{k}"),
+                    format!("{} is not one of the grid's values", value_str(v)),
+                ));
+            }
+            out.push((k.clone(), v.clone()));
+        }
+        Ok(out)
+    };
+    for k in r.labels.keys() {
+        if !grid.contains_key(k) {
+            return Err(err(
+                format!("report.labels.{k}"),
+                format!("is not a grid key (the grid has: {})", grid_keys()),
+            ));
+        }
+    }
+    let timeseries = match &r.timeseries {
+        None => None,
+        Some(t) => Some(point("report.timeseries", t)?),
+    };
+    if let Some(x) = &r.x {
+        let Some(vals) = grid.get(x) else {
+            return Err(err(
+                "report.x".into(),
+                format!("`{x}` is not a grid key (the grid has: {})", grid_keys()),
+            ));
+        };
+        if let Some(v) = vals.iter().find(|v| as_number(v).is_none()) {
+            return Err(err(
+                "report.x".into(),
+                format!(
+                    "the grid's values of `{x}` must be numbers to be an axis ({} is not)",
+                    value_str(v)
+                ),
+            ));
+        }
+    } else if r.log_x {
+        return Err(err("report.log_x".into(), "needs `report.x`".into()));
+    }
+    let warmup_s = match &r.warmup {
+        None => 0.0,
+        Some(w) => crate::units::parse_time(w)
+            .map_err(|m| err("report.warmup".into(), m))?
+            .as_secs_f64(),
+    };
+    let mut expected = vec![];
+    for (i, e) in r.expected.iter().enumerate() {
+        let at = format!("report.expected[{i}]");
+        let p = point(&format!("{at}.point"), &e.point)?;
+        if p.len() != grid.len() {
+            return Err(err(
+                format!("{at}.point"),
+                format!("must give a value for every grid key ({})", grid_keys()),
+            ));
+        }
+        if let Some(v) = e.values.keys().find(|v| !variants.contains(&v.as_str())) {
+            return Err(err(
+                format!("{at}.values.{v}"),
+                format!(
+                    "is not a variant (the variants are: {})",
+                    variants.join(", ")
+                ),
+            ));
+        }
+        expected.push(Expected {
+            point: p,
+            values: e.values.clone(),
+        });
+    }
+    Ok(Report {
+        labels: r.labels,
+        timeseries,
+        x: r.x,
+        log_x: r.log_x,
+        warmup_s,
+        source: r.source,
+        expected,
+    })
 }
 
 /// `key=value, key=value` for labels and CSV.

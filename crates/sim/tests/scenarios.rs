@@ -136,6 +136,27 @@ fn errors_name_the_file_the_key_and_the_fix() {
             ),
             &["flow[0].profile", "paper"],
         ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
+                "protocol = \"udt\"\nnak_report = \"often\"",
+            ),
+            &["flow[0].nak_report", "periodic"],
+        ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
+                "protocol = \"udt\"\nspw_scope = \"syn\"",
+            ),
+            &["flow[0].spw_scope", "ar-udt"],
+        ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
+                "protocol = \"udt\"\ncc = \"ar-udt\"\nspw_scope = \"rtt\"",
+            ),
+            &["flow[0].spw_scope", "persistent"],
+        ),
     ];
     for (text, needles) in cases {
         let msg = err(&text);
@@ -235,4 +256,69 @@ name = "ar-udt"
         .unwrap_err()
         .to_string();
     assert!(e.contains("variant[0].name"), "{e}");
+}
+
+/// A sweep's `[report]` must name grid keys, grid values and variants; each mistake is
+/// an error naming the sweep file and the key.
+#[test]
+fn sweep_report_is_checked_against_the_grid() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = common::chain(
+        "2s",
+        "100Mbps",
+        "5ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    );
+    std::fs::write(tmp.path().join("base.toml"), base).unwrap();
+    let head = r#"
+scenario = "base.toml"
+[grid]
+"topology.links.1.loss" = [0.0, 1e-4]
+"topology.links.1.delay" = ["5ms", "10ms"]
+[[variant]]
+name = "reno"
+"flow.0.cc" = "newreno"
+[report]
+"#;
+    let load = |report: &str| {
+        std::fs::write(tmp.path().join("sweep.toml"), format!("{head}{report}")).unwrap();
+        longhaul_sim::Sweep::load(&tmp.path().join("sweep.toml"))
+    };
+    let good = load(
+        "x = \"topology.links.1.loss\"\nlog_x = true\nwarmup = \"1s\"\n\
+         timeseries = { \"topology.links.1.loss\" = 0 }\n\
+         [[report.expected]]\npoint = { \"topology.links.1.loss\" = 0.0, \"topology.links.1.delay\" = \"5ms\" }\n\
+         values = { reno = 90 }\n",
+    )
+    .unwrap();
+    assert_eq!(good.report.warmup_s, 1.0);
+    assert_eq!(good.report.expected[0].values["reno"], 90.0);
+    let cases = [
+        ("x = \"seed\"", "report.x", "not a grid key"),
+        ("x = \"topology.links.1.delay\"", "report.x", "must be numbers"),
+        ("log_x = true", "report.log_x", "needs `report.x`"),
+        ("warmup = \"soon\"", "report.warmup", "soon"),
+        ("timeseries = { \"topology.links.1.loss\" = 0.5 }", "report.timeseries.topology.links.1.loss", "not one of the grid's values"),
+        ("labels = { seed = \"s\" }", "report.labels.seed", "not a grid key"),
+        (
+            "[[report.expected]]\npoint = { \"topology.links.1.loss\" = 0.0 }\nvalues = { reno = 1 }",
+            "report.expected[0].point",
+            "every grid key",
+        ),
+        (
+            "[[report.expected]]\npoint = { \"topology.links.1.loss\" = 0.0, \"topology.links.1.delay\" = \"5ms\" }\nvalues = { cubic = 1 }",
+            "report.expected[0].values.cubic",
+            "not a variant",
+        ),
+        ("plot = true", "plot", "unknown field"),
+    ];
+    for (report, key, why) in cases {
+        let e = load(report).unwrap_err().to_string();
+        assert!(
+            e.contains("sweep.toml") && e.contains(key) && e.contains(why),
+            "{report}: {e}"
+        );
+    }
 }

@@ -15,6 +15,15 @@
 //! geometrically within the SYN, a rising one slows it down. After a NAK, AR-UDT is
 //! plain UDT (x1.125, then a constant period) until the next ACK.
 //!
+//! The paper leaves open what the next ACK's UDT rate control starts from; the two
+//! readings are named [`SpwScope`]s:
+//! - `Persistent` (the default, Fig. 6 taken literally): `PktSP` is UDT's one sending
+//!   period, so the in-SYN changes accumulate from SYN to SYN and UDT's next increase
+//!   starts from the adjusted period;
+//! - `Syn`: "the period computed on receiving the ACK, multiplied by PktSPW" (§III.3)
+//!   is read as a change that lives inside one SYN: at each ACK the period restarts
+//!   from UDT's own, which evolves as plain UDT's.
+//!
 //! Where the paper is silent: the adjustment is not applied during slow start (UDT
 //! is window-limited there and its period is a placeholder), and no prediction is
 //! made before three RTT samples exist (PktSPW = 1). w1, w2, alpha, beta and the four
@@ -23,6 +32,16 @@
 use super::udt::{Udt, UdtInputs, UdtRateControl};
 use crate::seq::UdtSeqNumber;
 use crate::time::Instant;
+
+/// How long an in-SYN period adjustment lasts (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpwScope {
+    /// The adjustments change UDT's sending period for good.
+    #[default]
+    Persistent,
+    /// The adjustments apply until the next ACK, on top of UDT's own period.
+    Syn,
+}
 
 /// AR-UDT's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,6 +56,8 @@ pub struct ArUdtConfig {
     pub beta: f64,
     /// PktSPW for the four classes, from "RTT falling" to "RTT rising".
     pub factors: [f64; 4],
+    /// How long an adjustment lasts.
+    pub scope: SpwScope,
 }
 
 impl Default for ArUdtConfig {
@@ -49,6 +70,7 @@ impl Default for ArUdtConfig {
             alpha: 0.996,
             beta: 1.004,
             factors: [0.99, 0.999, 1.0, 1.001],
+            scope: SpwScope::Persistent,
         }
     }
 }
@@ -77,6 +99,8 @@ pub struct ArUdt {
     rtt: [f64; 3],
     samples: usize,
     pkt_spw: f64,
+    /// The product of the adjustments since the last ACK (`SpwScope::Syn`).
+    in_syn_scale: f64,
     class_counts: [u64; 4],
 }
 
@@ -89,6 +113,7 @@ impl ArUdt {
             rtt: [0.0; 3],
             samples: 0,
             pkt_spw: 1.0,
+            in_syn_scale: 1.0,
             class_counts: [0; 4],
         }
     }
@@ -109,6 +134,7 @@ impl ArUdt {
 impl UdtRateControl for ArUdt {
     fn on_ack(&mut self, now: Instant, ack: UdtSeqNumber, inputs: &UdtInputs) {
         self.udt.on_ack(now, ack, inputs);
+        self.in_syn_scale = 1.0;
         self.rtt = [inputs.ack_rtt_us, self.rtt[0], self.rtt[1]];
         self.samples = (self.samples + 1).min(3);
         self.pkt_spw = 1.0;
@@ -124,9 +150,10 @@ impl UdtRateControl for ArUdt {
     }
 
     fn on_loss(&mut self, now: Instant, first_lost: UdtSeqNumber, inputs: &UdtInputs) {
+        // Plain UDT until the next ACK: in `Syn` scope, from UDT's own period.
         self.udt.on_loss(now, first_lost, inputs);
-        // Plain UDT until the next ACK.
         self.pkt_spw = 1.0;
+        self.in_syn_scale = 1.0;
     }
 
     fn on_timeout(&mut self, now: Instant, inputs: &UdtInputs) {
@@ -137,12 +164,15 @@ impl UdtRateControl for ArUdt {
         self.udt.on_packet_sent(now, seq);
         if !self.udt.in_slow_start() && seq.inc().value().is_multiple_of(16) && self.pkt_spw != 1.0
         {
-            self.udt.scale_period(self.pkt_spw);
+            match self.config.scope {
+                SpwScope::Persistent => self.udt.scale_period(self.pkt_spw),
+                SpwScope::Syn => self.in_syn_scale *= self.pkt_spw,
+            }
         }
     }
 
     fn pkt_snd_period_us(&self) -> f64 {
-        self.udt.pkt_snd_period_us()
+        self.udt.pkt_snd_period_us() * self.in_syn_scale
     }
     fn cwnd_pkts(&self) -> f64 {
         self.udt.cwnd_pkts()
@@ -223,6 +253,45 @@ mod tests {
             a.on_packet_sent(Instant::from_nanos(50_000_000), UdtSeqNumber::new(s));
         }
         assert_eq!(a.pkt_snd_period_us(), p);
+    }
+
+    /// In `Syn` scope the adjustments stop at the next ACK, where the period restarts
+    /// from UDT's own; in `Persistent` scope UDT continues from the adjusted period.
+    #[test]
+    fn syn_scope_restarts_from_udts_period_at_each_ack() {
+        let run = |scope: SpwScope| {
+            let mut a = started(ArUdtConfig {
+                scope,
+                ..ArUdtConfig::default()
+            });
+            for (i, rtt) in [100_000.0, 99_000.0, 98_000.0].into_iter().enumerate() {
+                let t = Instant::from_nanos(20_000_000 + i as u64 * 10_000_000);
+                a.on_ack(t, UdtSeqNumber::new(100), &inputs(rtt, 50_000));
+            }
+            let before = a.pkt_snd_period_us();
+            for s in 0..160 {
+                a.on_packet_sent(Instant::from_nanos(50_000_000), UdtSeqNumber::new(s));
+            }
+            // Ten adjustments of 0.99 within the SYN, in either scope.
+            assert!((a.pkt_snd_period_us() - before * 0.99f64.powi(10)).abs() < 1e-9);
+            a.on_ack(
+                Instant::from_nanos(60_000_000),
+                UdtSeqNumber::new(200),
+                &inputs(98_000.0, 50_000),
+            );
+            (a.pkt_snd_period_us(), a.udt().pkt_snd_period_us(), before)
+        };
+        let (syn, syn_udt, before) = run(SpwScope::Syn);
+        assert_eq!(syn, syn_udt, "the scale is gone after the ACK");
+        assert!(
+            syn < before && syn > before * 0.99,
+            "UDT's own small increase"
+        );
+        let (per, _, _) = run(SpwScope::Persistent);
+        assert!(
+            per < before * 0.99f64.powi(10),
+            "UDT continued from the adjusted period"
+        );
     }
 
     /// With every factor 1, AR-UDT is UDT: the same inputs give the same periods.

@@ -15,7 +15,7 @@ mod cubic;
 mod new_reno;
 mod udt;
 
-pub use ar_udt::{ArUdt, ArUdtConfig};
+pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
 pub use cubic::{Cubic, CubicConfig};
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig};
 pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};

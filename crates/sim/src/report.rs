@@ -1,0 +1,420 @@
+//! A sweep's own outputs, written after all its points ran: `sweep.csv` (one row per
+//! flow and point), `results.md` (for sweeps with variants: goodput beside any
+//! published figures, and a stability figure) and the plots its `[report]` asks for.
+//!
+//! Everything here reads finished runs; nothing feeds back into a simulation.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+use crate::metrics::{RunResult, Summary};
+use crate::plot::{self, Series};
+use crate::sweep::{self, as_number, same_value, Sweep};
+
+/// What a sweep keeps of each finished run.
+#[derive(Debug, Clone)]
+pub struct PointResult {
+    /// The run's summary.
+    pub summary: Summary,
+    /// Sample times, s.
+    pub times: Vec<f64>,
+    /// Goodput of all flows together per sample interval, Mb/s.
+    pub total: Vec<f64>,
+    /// Coefficient of variation of each flow's goodput series after the warm-up.
+    pub flow_cv: Vec<Option<f64>>,
+}
+
+impl PointResult {
+    /// Keeps what the report needs of `r`, leaving out the first `warmup_s` seconds
+    /// from the coefficients of variation.
+    pub fn new(r: RunResult, warmup_s: f64) -> Self {
+        let bins = r.sample_times.len();
+        let total = (0..bins)
+            .map(|i| r.goodput_series.iter().map(|s| s[i]).sum())
+            .collect();
+        let flow_cv = r
+            .goodput_series
+            .iter()
+            .map(|s| cv(&r.sample_times, s, warmup_s))
+            .collect();
+        PointResult {
+            summary: r.summary,
+            times: r.sample_times,
+            total,
+            flow_cv,
+        }
+    }
+
+    /// The coefficient of variation of the total goodput after the warm-up.
+    pub fn total_cv(&self, warmup_s: f64) -> Option<f64> {
+        cv(&self.times, &self.total, warmup_s)
+    }
+
+    fn goodput(&self) -> f64 {
+        self.summary.flows.iter().map(|f| f.goodput_mbps).sum()
+    }
+}
+
+/// Standard deviation over mean of the samples whose interval starts at or after
+/// `warmup_s` (an interval ends at its time stamp, so it starts one step earlier).
+/// `None` with fewer than two samples or a zero mean.
+pub fn cv(times: &[f64], values: &[f64], warmup_s: f64) -> Option<f64> {
+    let step = times.first().copied().unwrap_or(0.0);
+    let v: Vec<f64> = times
+        .iter()
+        .zip(values)
+        .filter(|(t, _)| **t - step >= warmup_s - 1e-9)
+        .map(|(_, v)| *v)
+        .collect();
+    if v.len() < 2 {
+        return None;
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if mean <= 0.0 {
+        return None;
+    }
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    Some(var.sqrt() / mean)
+}
+
+/// Writes everything for `sw` into `out`.
+pub fn write(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> {
+    std::fs::create_dir_all(out)?;
+    write_csv(out, sw, results)?;
+    let Some(table) = Table::new(sw) else {
+        return Ok(());
+    };
+    let plots = write_plots(out, sw, &table, results)?;
+    std::fs::write(
+        out.join("results.md"),
+        markdown(sw, &table, results, &plots),
+    )
+}
+
+fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> {
+    let keys: Vec<&str> = sw.points.first().map_or(vec![], |p| {
+        p.params.iter().map(|(k, _)| k.as_str()).collect()
+    });
+    let mut csv = String::from("point,");
+    for k in &keys {
+        let _ = write!(csv, "{k},");
+    }
+    csv.push_str(
+        "flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts,goodput_cv\n",
+    );
+    for (i, (p, r)) in sw.points.iter().zip(results).enumerate() {
+        for (f, cv) in r.summary.flows.iter().zip(&r.flow_cv) {
+            let _ = write!(csv, "{i},");
+            for (_, v) in &p.params {
+                let _ = write!(csv, "{},", sweep::value_str(v));
+            }
+            let _ = writeln!(
+                csv,
+                "{},{},{:.6},{},{},{},{},{}",
+                f.id,
+                f.protocol,
+                f.goodput_mbps,
+                f.delivered_bytes,
+                f.completion_time_s
+                    .map_or(String::new(), |c| format!("{c:.6}")),
+                f.retransmits.map_or(String::new(), |c| c.to_string()),
+                f.timeouts.map_or(String::new(), |c| c.to_string()),
+                cv.map_or(String::new(), |c| format!("{c:.6}")),
+            );
+        }
+    }
+    std::fs::write(out.join("sweep.csv"), csv)
+}
+
+/// A sweep with variants as a table: one row per grid point, one column per variant,
+/// each cell the index of the point that ran it.
+struct Table {
+    variants: Vec<String>,
+    /// Grid values of each row (the variant left out).
+    rows: Vec<Vec<(String, toml::Value)>>,
+    cells: Vec<Vec<Option<usize>>>,
+}
+
+impl Table {
+    fn new(sw: &Sweep) -> Option<Table> {
+        let mut t = Table {
+            variants: vec![],
+            rows: vec![],
+            cells: vec![],
+        };
+        for (i, p) in sw.points.iter().enumerate() {
+            let v = p.params.iter().find(|(k, _)| k == "variant")?;
+            let v = sweep::value_str(&v.1);
+            let col = t.variants.iter().position(|x| *x == v).unwrap_or_else(|| {
+                t.variants.push(v);
+                t.variants.len() - 1
+            });
+            let grid: Vec<_> = p
+                .params
+                .iter()
+                .filter(|(k, _)| k != "variant")
+                .cloned()
+                .collect();
+            let row = t.rows.iter().position(|r| *r == grid).unwrap_or_else(|| {
+                t.rows.push(grid);
+                t.cells.push(vec![]);
+                t.rows.len() - 1
+            });
+            let cells = &mut t.cells[row];
+            if cells.len() <= col {
+                cells.resize(col + 1, None);
+            }
+            cells[col] = Some(i);
+        }
+        Some(t)
+    }
+
+    fn cell(&self, row: usize, col: usize) -> Option<usize> {
+        self.cells[row].get(col).copied().flatten()
+    }
+}
+
+/// `label=value, ...` of a row, with the report's labels.
+fn row_name(sw: &Sweep, row: &[(String, toml::Value)]) -> String {
+    if row.is_empty() {
+        return "(all)".into();
+    }
+    row.iter()
+        .map(|(k, v)| format!("{}={}", sw.report.label(k), sweep::value_str(v)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A file-name-safe form of `s`.
+fn file_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._=-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .replace("__", "_")
+}
+
+fn matches(row: &[(String, toml::Value)], filter: &[(String, toml::Value)]) -> bool {
+    filter.iter().all(|(k, v)| {
+        row.iter()
+            .find(|(rk, _)| rk == k)
+            .is_some_and(|(_, rv)| same_value(rv, v))
+    })
+}
+
+/// Draws the plots the report asks for; returns their paths relative to `out`.
+fn write_plots(
+    out: &Path,
+    sw: &Sweep,
+    t: &Table,
+    results: &[PointResult],
+) -> io::Result<Vec<String>> {
+    let mut written = vec![];
+    let dir = out.join("plots");
+    let rep = &sw.report;
+    if let Some(filter) = &rep.timeseries {
+        for (r, row) in t.rows.iter().enumerate() {
+            if !matches(row, filter) {
+                continue;
+            }
+            let series: Vec<Series> = t
+                .variants
+                .iter()
+                .enumerate()
+                .filter_map(|(c, v)| {
+                    let p = &results[t.cell(r, c)?];
+                    Some(Series {
+                        label: v.clone(),
+                        points: p
+                            .times
+                            .iter()
+                            .copied()
+                            .zip(p.total.iter().copied())
+                            .collect(),
+                    })
+                })
+                .collect();
+            let name = row_name(sw, row);
+            let file = format!("plots/timeseries-{}.png", file_safe(&name));
+            std::fs::create_dir_all(&dir)?;
+            plot::draw_xy(
+                &out.join(&file),
+                &format!("{}: goodput, {name}", sw.name),
+                "time (s)",
+                "goodput (Mb/s)",
+                &series,
+                true,
+            )
+            .map_err(io::Error::other)?;
+            written.push(file);
+        }
+    }
+    if let Some(x) = &rep.x {
+        // One plot per combination of the other grid keys.
+        let mut groups: Vec<Vec<(String, toml::Value)>> = vec![];
+        for row in &t.rows {
+            let others: Vec<_> = row.iter().filter(|(k, _)| k != x).cloned().collect();
+            if !groups.contains(&others) {
+                groups.push(others);
+            }
+        }
+        for g in &groups {
+            let series: Vec<Series> = t
+                .variants
+                .iter()
+                .enumerate()
+                .map(|(c, v)| {
+                    let mut points: Vec<(f64, f64)> = t
+                        .rows
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, row)| matches(row, g))
+                        .filter_map(|(r, row)| {
+                            let xv = as_number(&row.iter().find(|(k, _)| k == x)?.1)?;
+                            let p = &results[t.cell(r, c)?];
+                            if rep.log_x {
+                                (xv > 0.0).then(|| (xv.log10(), p.goodput()))
+                            } else {
+                                Some((xv, p.goodput()))
+                            }
+                        })
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Series {
+                        label: v.clone(),
+                        points,
+                    }
+                })
+                .collect();
+            let xl = rep.label(x);
+            let (file, title) = if g.is_empty() {
+                (
+                    format!("plots/vs-{}.png", file_safe(xl)),
+                    format!("{}: goodput against {xl}", sw.name),
+                )
+            } else {
+                let name = row_name(sw, g);
+                (
+                    format!("plots/vs-{}-{}.png", file_safe(xl), file_safe(&name)),
+                    format!("{}: goodput against {xl}, {name}", sw.name),
+                )
+            };
+            let x_label = if rep.log_x {
+                format!("log10({xl})")
+            } else {
+                xl.to_string()
+            };
+            std::fs::create_dir_all(&dir)?;
+            plot::draw_xy(
+                &out.join(&file),
+                &title,
+                &x_label,
+                "goodput (Mb/s)",
+                &series,
+                false,
+            )
+            .map_err(io::Error::other)?;
+            written.push(file);
+        }
+    }
+    Ok(written)
+}
+
+fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) -> String {
+    let rep = &sw.report;
+    let mut md = format!("# {}\n\n", sw.name);
+    let header = |md: &mut String| {
+        md.push_str("| point |");
+        for v in &t.variants {
+            let _ = write!(md, " {v} |");
+        }
+        md.push_str("\n|---|");
+        md.push_str(&"---:|".repeat(t.variants.len()));
+        md.push('\n');
+    };
+    md.push_str("Total goodput of each run, Mb/s");
+    if !rep.expected.is_empty() {
+        md.push_str("; in brackets, the published figure");
+        if let Some(s) = &rep.source {
+            let _ = write!(md, " ({s})");
+        }
+    }
+    md.push_str(".\n\n");
+    header(&mut md);
+    for (r, row) in t.rows.iter().enumerate() {
+        let expected = rep
+            .expected
+            .iter()
+            .find(|e| e.point.len() == row.len() && matches(row, &e.point));
+        let _ = write!(md, "| {} |", row_name(sw, row));
+        for (c, v) in t.variants.iter().enumerate() {
+            match t.cell(r, c) {
+                Some(i) => {
+                    let _ = write!(md, " {:.1}", results[i].goodput());
+                }
+                None => md.push_str(" -"),
+            }
+            if let Some(x) = expected.and_then(|e| e.values.get(v)) {
+                let _ = write!(md, " ({x:.0})");
+            }
+            md.push_str(" |");
+        }
+        md.push('\n');
+    }
+    let _ = write!(
+        md,
+        "\n## Stability\n\nCoefficient of variation (standard deviation / mean) of each run's total \
+         goodput per sample interval, leaving out the first {} s; lower is steadier.\n\n",
+        rep.warmup_s
+    );
+    header(&mut md);
+    for (r, row) in t.rows.iter().enumerate() {
+        let _ = write!(md, "| {} |", row_name(sw, row));
+        for c in 0..t.variants.len() {
+            match t.cell(r, c).and_then(|i| results[i].total_cv(rep.warmup_s)) {
+                Some(cv) => {
+                    let _ = write!(md, " {cv:.3} |");
+                }
+                None => md.push_str(" - |"),
+            }
+        }
+        md.push('\n');
+    }
+    if !plots.is_empty() {
+        md.push_str("\n## Plots\n\n");
+        for p in plots {
+            let _ = writeln!(md, "- [{p}]({p})");
+        }
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cv_leaves_out_the_warmup() {
+        let t = [1.0, 2.0, 3.0, 4.0, 5.0];
+        // The first interval (0-1 s) is the warm-up; the rest is constant.
+        assert_eq!(cv(&t, &[0.0, 10.0, 10.0, 10.0, 10.0], 1.0), Some(0.0));
+        // 10 and 30: mean 20, standard deviation 10.
+        let c = cv(&t, &[0.0, 10.0, 30.0, 10.0, 30.0], 1.0).unwrap();
+        assert!((c - 0.5).abs() < 1e-12, "{c}");
+        assert_eq!(cv(&t, &[1.0; 5], 4.5), None, "one sample is not enough");
+        assert_eq!(cv(&t, &[0.0; 5], 0.0), None, "zero mean");
+    }
+
+    #[test]
+    fn file_names_are_safe() {
+        assert_eq!(file_safe("delay=0.5ms, loss=0.0"), "delay=0.5ms_loss=0.0");
+        assert_eq!(file_safe("a/b"), "a_b");
+    }
+}

@@ -4,7 +4,8 @@
 //! What it does: the SYN-cookie handshake (client and server); stream data in packets
 //! of `mss - 44` bytes with 31-bit wrapping sequence numbers; a sender loss list with
 //! retransmission priority; pacing at the rate controller's sending period with a
-//! packet pair every 16 packets; a receiver loss list with an immediate NAK on every
+//! packet pair every 16 packets (time a packet leaves late is paid back, as 4.11
+//! built without busy-waiting does, so a coarse driver keeps the rate); a receiver loss list with an immediate NAK on every
 //! gap; a full ACK once per SYN and a light ACK every 64 packets; ACK2 and RTT/RTTVar
 //! on both sides; the median-filtered receive-rate and bandwidth estimators; the flow
 //! window from the receiver's free buffer; the EXP timer with go-back-N, keep-alive
@@ -271,6 +272,9 @@ pub struct UdtConnection {
     snd_loss: BTreeSet<u64>,
     flow_window: u64,
     next_send: Instant,
+    /// How late the sender is on its schedule (4.11's `m_ullTimeDiff`); `None` when
+    /// there is no schedule (nothing could be sent).
+    late_by: Option<Duration>,
     cc: AnyRate,
     rtt_us: f64,
     rtt_var_us: f64,
@@ -346,6 +350,7 @@ impl UdtConnection {
             snd_loss: BTreeSet::new(),
             flow_window: 16,
             next_send: now,
+            late_by: None,
             cc,
             rtt_us: 100_000.0,
             rtt_var_us: 50_000.0,
@@ -1056,7 +1061,13 @@ impl UdtConnection {
                 wire_len: n,
             });
         }
-        if now < self.next_send || !self.has_data_to_send() {
+        if !self.has_data_to_send() {
+            // 4.11 forgets the schedule when it has nothing it may send
+            // (`m_ullTargetTime = 0`): sending resumes without a debt.
+            self.late_by = None;
+            return None;
+        }
+        if now < self.next_send {
             return None;
         }
         let (idx, retransmit) = match self.snd_loss.pop_first() {
@@ -1093,14 +1104,27 @@ impl UdtConnection {
             self.snd_next += 1;
         }
         rate!(self, c => c.on_packet_sent(now, seq));
+        // A driver cannot busy-wait as UDT4's sender thread does, so the engine keeps
+        // the schedule as 4.11 built with NO_BUSY_WAITING does (`m_ullTimeDiff`): time
+        // a packet leaves late is paid back by sending the next ones early. A
+        // simulator calls on time, so there this changes nothing.
+        let mut late = self.late_by.map_or(Duration::ZERO, |d| {
+            d + now.saturating_duration_since(self.next_send)
+        });
         // Packet pair: a packet whose sequence number is a multiple of 16 is followed
         // at once by the next.
         let period = Duration::from_nanos((self.pkt_snd_period_us() * 1000.0) as u64);
         self.next_send = if seq.value() & 0xF == 0 {
             now
+        } else if late >= period {
+            late -= period;
+            now
         } else {
-            now + period
+            let t = now + (period - late);
+            late = Duration::ZERO;
+            t
         };
+        self.late_by = Some(late);
         Some(tx)
     }
 

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod diffserv;
 pub mod link;
 pub mod loss;
 pub mod metrics;

@@ -1,0 +1,23 @@
+//! DiffServ building blocks for routers: meters and policers ([`meter`]) and egress
+//! schedulers ([`sched`]).
+//!
+//! What is here: Cisco CAR (a token bucket with normal and extended burst and the
+//! compounded-debt rule), srTCM (RFC 2697) and trTCM (RFC 2698), colour-blind and
+//! colour-aware; a strict-priority queue policed at its rate only under congestion
+//! (Cisco LLQ) in front of deficit round robin over classes with quanta proportional
+//! to their bandwidth and per-class DropTail limits.
+//!
+//! What is not (yet): the classifier and marker at a router's ingress, the scenario
+//! syntax that places policies on routers, and the link that runs a scheduler
+//! instead of the FIFO of [`crate::link`] (issue 5). Everything here is a plain value
+//! driven with an explicit `now`, like the engines, so it is tested on its own.
+
+pub mod meter;
+pub mod sched;
+
+/// Token-bucket arithmetic in nano-bits: a rate in bit/s adds exactly `rate` units per
+/// nanosecond and a packet of `b` bytes costs `8e9 * b`, so refills and debits are
+/// exact integers whatever the rate and the time step.
+pub(crate) fn nanobits(bytes: u64) -> u128 {
+    u128::from(bytes) * 8_000_000_000
+}

@@ -184,7 +184,7 @@ impl<T: Copy> Scheduler<T> {
     }
 
     /// The next packet to transmit: the priority queue first, then the round robin.
-    pub fn next(&mut self) -> Option<(T, u32)> {
+    pub fn dequeue(&mut self) -> Option<(T, u32)> {
         if let Some((_, fifo)) = &mut self.llq {
             if let Some(p) = fifo.items.pop_front() {
                 self.queued -= 1;
@@ -265,7 +265,7 @@ mod tests {
                 .unwrap();
             if busy_until <= ta && !s.is_empty() {
                 t = busy_until;
-                let (src, bytes) = s.next().unwrap();
+                let (src, bytes) = s.dequeue().unwrap();
                 sent[src] += u64::from(bytes);
                 busy_until = t + u64::from(bytes) * 8_000 / link_mbps;
                 continue;
@@ -283,7 +283,7 @@ mod tests {
             }
             if !busy && s.len() == 1 {
                 // An idle transmitter starts at once.
-                let (src, b) = s.next().unwrap();
+                let (src, b) = s.dequeue().unwrap();
                 sent[src] += u64::from(b);
                 busy_until = t + u64::from(b) * 8_000 / link_mbps;
             }
@@ -369,9 +369,9 @@ mod tests {
         assert_eq!(s.offer(0, 2, 100), Admit::Queued);
         assert_eq!(s.offer(0, 3, 100), Admit::Full);
         assert_eq!(s.offer_priority(Instant::ZERO, 9, 100, true), Admit::Queued);
-        assert_eq!(s.next(), Some((9, 100)));
-        assert_eq!(s.next(), Some((1, 100)));
-        assert_eq!(s.next(), Some((2, 100)));
-        assert_eq!(s.next(), None);
+        assert_eq!(s.dequeue(), Some((9, 100)));
+        assert_eq!(s.dequeue(), Some((1, 100)));
+        assert_eq!(s.dequeue(), Some((2, 100)));
+        assert_eq!(s.dequeue(), None);
     }
 }

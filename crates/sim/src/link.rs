@@ -12,11 +12,19 @@
 //! serialisation: it keeps accepted packets in arrival order and the scheduler holds a
 //! single event for the head. One event per packet per hop, and queue occupancy is
 //! read off the ring (packets whose transmission has not finished).
+//!
+//! A link direction may instead have an **egress scheduler** (DiffServ: a priority
+//! queue and weighted classes, [`crate::diffserv::sched`]). Then the order of
+//! departures is not known on arrival: packets wait in the scheduler, and the link
+//! needs a second event per packet, when the transmitter frees up, to pick the next
+//! one. Once picked, a packet joins the same ring of in-flight packets. FIFO links
+//! are untouched by this.
 
 use std::collections::VecDeque;
 
 use longhaul_proto::{Bandwidth, Duration, Instant};
 
+use crate::diffserv::sched::{Admit, ClassConfig, LlqConfig, Scheduler};
 use crate::loss::{LossModel, LossProcess};
 use crate::packet::PacketId;
 
@@ -42,6 +50,80 @@ pub struct LinkParams {
     pub limit: QueueLimit,
     /// Loss on entry to the link.
     pub loss: LossModel,
+    /// An egress scheduler in place of the DropTail FIFO (`limit` is then unused:
+    /// each class has its own).
+    pub egress: Option<EgressSpec>,
+}
+
+/// Where DSCPs go at a scheduled link's egress.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EgressSpec {
+    /// The priority queue: its DSCPs and its rate and burst.
+    pub priority: Option<(Vec<u8>, LlqConfig)>,
+    /// The weighted classes and their DSCPs. The first is the default: DSCPs nothing
+    /// names go there.
+    pub classes: Vec<(Vec<u8>, ClassConfig)>,
+}
+
+/// A scheduled link's queue for one DSCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Priority,
+    Class(u8),
+}
+
+#[derive(Debug)]
+struct Egress {
+    slot: [Slot; 64],
+    /// Waiting packets, with the time they reached the link.
+    sched: Scheduler<(PacketId, u64)>,
+}
+
+impl Egress {
+    fn new(spec: &EgressSpec) -> Egress {
+        let mut slot = [Slot::Class(0); 64];
+        for (i, (dscps, _)) in spec.classes.iter().enumerate() {
+            for &d in dscps {
+                slot[usize::from(d & 63)] = Slot::Class(i as u8);
+            }
+        }
+        if let Some((dscps, _)) = &spec.priority {
+            for &d in dscps {
+                slot[usize::from(d & 63)] = Slot::Priority;
+            }
+        }
+        let classes: Vec<ClassConfig> = spec.classes.iter().map(|c| c.1).collect();
+        Egress {
+            slot,
+            sched: Scheduler::new(
+                spec.priority.as_ref().map(|p| p.1),
+                &classes,
+                1500,
+                Instant::ZERO,
+            ),
+        }
+    }
+}
+
+/// Outcome of [`Link::enqueue_scheduled`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduled {
+    /// The transmitter was idle and took the packet: schedule the arrival event (if
+    /// given) and a transmitter event at `done`.
+    Started {
+        /// When the packet reaches the far end, if the caller must schedule it.
+        arrival: Option<Instant>,
+        /// When the transmitter is free again.
+        done: Instant,
+    },
+    /// Waiting in the scheduler.
+    Queued,
+    /// Dropped by the loss model.
+    Lost,
+    /// Dropped: its class queue was full.
+    Overflow,
+    /// Dropped by the priority queue's policer.
+    Policed,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +147,8 @@ pub struct LinkStats {
     pub drops_queue: u64,
     /// Packets dropped by the loss model.
     pub drops_loss: u64,
+    /// Packets dropped by a priority queue's policer (scheduled links).
+    pub drops_policed: u64,
     /// Sum over accepted packets of the time spent waiting before transmission, ns.
     /// By Little's law, divided by the run time it is the mean number waiting.
     pub wait_ns: u128,
@@ -95,6 +179,7 @@ pub struct Link {
     ns_per_byte_fp: u128,
     /// `params.delay` in nanoseconds.
     delay_ns: u64,
+    egress: Option<Box<Egress>>,
     /// Counters.
     pub stats: LinkStats,
 }
@@ -118,6 +203,7 @@ impl Link {
             ns_per_byte_fp: (8_000_000_000u128 << 32)
                 .div_ceil(u128::from(params.rate.as_bps().max(1))),
             delay_ns: u64::try_from(params.delay.as_nanos()).unwrap_or(u64::MAX / 2),
+            egress: params.egress.as_ref().map(|e| Box::new(Egress::new(e))),
             loss: LossProcess::new(params.loss, seed, stream),
             params,
             from,
@@ -161,18 +247,26 @@ impl Link {
             self.stats.drops_queue += 1;
             return Enqueued::Overflow;
         }
+        self.stats.enqueued_pkts += 1;
+        self.queued_pkts += 1;
+        self.queued_bytes += u64::from(size);
+        self.stats.max_queue_pkts = self.stats.max_queue_pkts.max(self.queued_pkts);
         let start = now.max(self.busy_until);
+        Enqueued::Accepted(self.transmit(now, start, pkt, size))
+    }
+
+    /// Puts a packet that reached the link at `reached` on the wire at `start`; returns
+    /// its arrival time if the ring was empty (the caller schedules it). The packet is
+    /// already counted in the queue.
+    #[inline]
+    fn transmit(&mut self, reached: u64, start: u64, pkt: PacketId, size: u32) -> Option<Instant> {
         // Round up; a shift, not a (slow) 128-bit division.
         let tx = ((u128::from(size) * self.ns_per_byte_fp + 0xffff_ffff) >> 32) as u64;
         let finish = start + tx;
         let arrive = finish + self.delay_ns;
         self.busy_until = finish;
-        self.stats.enqueued_pkts += 1;
-        self.stats.wait_ns += u128::from(start - now);
+        self.stats.wait_ns += u128::from(start - reached);
         self.stats.busy_ns += tx;
-        self.queued_pkts += 1;
-        self.queued_bytes += u64::from(size);
-        self.stats.max_queue_pkts = self.stats.max_queue_pkts.max(self.queued_pkts);
         let was_empty = self.ring.is_empty();
         self.ring.push_back(InFlight {
             arrive,
@@ -180,7 +274,70 @@ impl Link {
             size,
             pkt,
         });
-        Enqueued::Accepted(was_empty.then(|| Instant::from_nanos(arrive)))
+        was_empty.then(|| Instant::from_nanos(arrive))
+    }
+
+    /// Whether the link has an egress scheduler (then use
+    /// [`enqueue_scheduled`](Self::enqueue_scheduled)).
+    pub fn is_scheduled(&self) -> bool {
+        self.egress.is_some()
+    }
+
+    /// Offers packet `pkt` of `size` bytes and DSCP `dscp` to a scheduled link.
+    ///
+    /// # Panics
+    /// If the link has no egress scheduler.
+    pub fn enqueue_scheduled(
+        &mut self,
+        now: Instant,
+        pkt: PacketId,
+        size: u32,
+        dscp: u8,
+    ) -> Scheduled {
+        if self.loss.lose() {
+            self.stats.drops_loss += 1;
+            return Scheduled::Lost;
+        }
+        let t = now.as_nanos();
+        self.advance(t);
+        let busy = self.busy_until > t;
+        let eg = self.egress.as_mut().expect("not a scheduled link");
+        let admit = match eg.slot[usize::from(dscp & 63)] {
+            Slot::Priority => eg.sched.offer_priority(now, (pkt, t), size, busy),
+            Slot::Class(c) => eg.sched.offer(usize::from(c), (pkt, t), size),
+        };
+        match admit {
+            Admit::Policed => {
+                self.stats.drops_policed += 1;
+                return Scheduled::Policed;
+            }
+            Admit::Full => {
+                self.stats.drops_queue += 1;
+                return Scheduled::Overflow;
+            }
+            Admit::Queued => {}
+        }
+        self.stats.enqueued_pkts += 1;
+        self.queued_pkts += 1;
+        self.queued_bytes += u64::from(size);
+        self.stats.max_queue_pkts = self.stats.max_queue_pkts.max(self.queued_pkts);
+        if busy {
+            return Scheduled::Queued;
+        }
+        match self.start_next(now) {
+            Some((arrival, done)) => Scheduled::Started { arrival, done },
+            None => unreachable!("a packet was just queued"),
+        }
+    }
+
+    /// The transmitter of a scheduled link is free at `now`: puts the next waiting
+    /// packet on the wire. Returns the arrival event to schedule (if the ring was
+    /// empty) and when the transmitter is free again; `None` if nothing waits.
+    pub fn start_next(&mut self, now: Instant) -> Option<(Option<Instant>, Instant)> {
+        let ((pkt, reached), size) = self.egress.as_mut()?.sched.dequeue()?;
+        let t = now.as_nanos();
+        let arrival = self.transmit(reached, t, pkt, size);
+        Some((arrival, Instant::from_nanos(self.busy_until)))
     }
 
     /// Removes the head packet, which arrives at `now`; returns it and the arrival time
@@ -237,6 +394,7 @@ mod tests {
             delay: Duration::from_micros(100),
             limit,
             loss: LossModel::None,
+            egress: None,
         };
         Link::new(params, 0, 1, 1, 0)
     }

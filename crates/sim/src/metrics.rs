@@ -93,6 +93,8 @@ pub struct LinkSummary {
     pub drops_queue: u64,
     /// Drops by cause: the loss model.
     pub drops_loss: u64,
+    /// Drops by cause: a priority queue's policer (DiffServ egress).
+    pub drops_policed: u64,
     /// Time-average number of packets waiting (not yet being sent), by Little's law.
     pub mean_queue_waiting_pkts: f64,
     /// Largest queue seen, packets.

@@ -35,6 +35,10 @@ impl Packet {
     pub fn header(&self) -> &[u8] {
         &self.hdr[..usize::from(self.hdr_len)]
     }
+    /// The DSCP (RFC 2474: the upper six bits of the IPv4 TOS byte).
+    pub fn dscp(&self) -> u8 {
+        self.hdr[1] >> 2
+    }
     /// Destination address as an integer (IPv4 bytes 16..20).
     pub fn dst_bits(&self) -> u32 {
         u32::from_be_bytes([self.hdr[16], self.hdr[17], self.hdr[18], self.hdr[19]])

@@ -38,6 +38,8 @@ use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
+use crate::diffserv::sched::{ClassConfig, LlqConfig};
+use crate::link::EgressSpec;
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
 use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
@@ -175,6 +177,32 @@ struct LinkFile {
     queue: Option<String>,
     loss: Option<LossFile>,
     loss_reverse: Option<LossFile>,
+    egress: Option<EgressFile>,
+}
+
+/// A DiffServ egress scheduler on a link's forward direction.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EgressFile {
+    priority: Option<PriorityFile>,
+    classes: Vec<ClassFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriorityFile {
+    dscp: Vec<u8>,
+    rate: String,
+    burst: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClassFile {
+    #[serde(default)]
+    dscp: Vec<u8>,
+    bandwidth: String,
+    limit: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -353,13 +381,80 @@ impl Loader<'_> {
             None => QueueSpec::Bdp(1.0),
             Some(q) => parse_queue(q).map_err(|m| self.err(format!("{key}.queue"), m))?,
         };
+        let egress = match &l.egress {
+            None => None,
+            Some(e) => Some(self.egress(&format!("{key}.egress"), e)?),
+        };
         Ok(LinkSpec {
             rate,
             delay,
             queue,
             loss: self.loss(&format!("{key}.loss"), &l.loss)?,
             loss_reverse: self.loss(&format!("{key}.loss_reverse"), &l.loss_reverse)?,
+            egress,
         })
+    }
+
+    fn egress(&self, key: &str, e: &EgressFile) -> Result<EgressSpec, ScenarioError> {
+        if e.classes.is_empty() {
+            return Err(self.err(
+                format!("{key}.classes"),
+                "needs at least one class (the first is the default for unnamed DSCPs)",
+            ));
+        }
+        let mut seen = [false; 64];
+        let mut dscps = |k: String, list: &[u8]| -> Result<Vec<u8>, ScenarioError> {
+            for &d in list {
+                if d >= 64 {
+                    return Err(self.err(k, format!("{d} is not a DSCP: they are 6 bits, 0 to 63")));
+                }
+                if std::mem::replace(&mut seen[usize::from(d)], true) {
+                    return Err(self.err(k, format!("DSCP {d} is given to two queues")));
+                }
+            }
+            Ok(list.to_vec())
+        };
+        let priority = match &e.priority {
+            None => None,
+            Some(p) => {
+                let k = format!("{key}.priority");
+                let rate = parse_rate(&p.rate).map_err(|m| self.err(format!("{k}.rate"), m))?;
+                let mut llq = LlqConfig::with_default_burst(rate);
+                if let Some(b) = &p.burst {
+                    llq.burst = parse_size(b).ok().filter(|&b| b > 0).ok_or_else(|| {
+                        self.err(
+                            format!("{k}.burst"),
+                            format!("`{b}` is not a size above zero: write e.g. \"125KB\""),
+                        )
+                    })?;
+                }
+                Some((dscps(format!("{k}.dscp"), &p.dscp)?, llq))
+            }
+        };
+        let mut classes = vec![];
+        for (i, c) in e.classes.iter().enumerate() {
+            let k = format!("{key}.classes[{i}]");
+            let bandwidth =
+                parse_rate(&c.bandwidth).map_err(|m| self.err(format!("{k}.bandwidth"), m))?;
+            if bandwidth.as_bps() == 0 {
+                return Err(self.err(format!("{k}.bandwidth"), "must be above zero"));
+            }
+            let limit_pkts = match c.limit {
+                None => 64,
+                Some(n) if (1..=1_000_000).contains(&n) => n,
+                Some(_) => {
+                    return Err(self.err(format!("{k}.limit"), "must be from 1 to 1000000 packets"))
+                }
+            };
+            classes.push((
+                dscps(format!("{k}.dscp"), &c.dscp)?,
+                ClassConfig {
+                    bandwidth,
+                    limit_pkts,
+                },
+            ));
+        }
+        Ok(EgressSpec { priority, classes })
     }
 
     fn build(&self, f: File) -> Result<Scenario, ScenarioError> {

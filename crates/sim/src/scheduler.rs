@@ -16,6 +16,8 @@ use longhaul_proto::Instant;
 pub enum Event {
     /// The head packet of a link arrives at the far end.
     LinkArrival(u32),
+    /// A scheduled link's transmitter is free (DiffServ egress).
+    LinkTxDone(u32),
     /// An endpoint's timer: flow index and side (0 = sender, 1 = receiver).
     Timer(u32, u8),
     /// A flow starts.

@@ -8,7 +8,7 @@ use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use rand::Rng;
 
 use crate::app::{Arrivals, Flow, FlowSpec, TcpFlow, UdpFlow, UdtFlow};
-use crate::link::{Enqueued, Link};
+use crate::link::{Enqueued, Link, Scheduled};
 use crate::metrics::{FlowSummary, LinkSummary, RunResult, Summary, TraceRow};
 use crate::packet::{PacketId, PacketPool};
 use crate::pcap::PcapWriter;
@@ -270,6 +270,7 @@ impl Simulation {
             match ev {
                 Event::LinkArrival(_) => unreachable!("handled above"),
                 Event::Timer(f, side) => self.on_timer(now, f as usize, usize::from(side)),
+                Event::LinkTxDone(l) => self.on_tx_done(now, l),
                 Event::FlowStart(f) => self.on_flow_start(now, f as usize),
                 Event::UdpSend(f) => self.on_udp_send(now, f as usize),
                 Event::Sample => self.on_sample(now),
@@ -294,6 +295,16 @@ impl Simulation {
         self.deliver(now, node, pkt);
     }
 
+    /// A scheduled link's transmitter is free: the next waiting packet goes.
+    fn on_tx_done(&mut self, now: Instant, l: u32) {
+        if let Some((arrival, done)) = self.links[l as usize].start_next(now) {
+            if let Some(t) = arrival {
+                self.sched.schedule(t, Event::LinkArrival(l));
+            }
+            self.sched.schedule(done, Event::LinkTxDone(l));
+        }
+    }
+
     /// A packet reaches `node`: consume it there or forward it.
     fn deliver(&mut self, now: Instant, node: usize, pkt: PacketId) {
         let dst = addr_node(self.pool.get(pkt).dst_bits(), self.nodes.len());
@@ -313,7 +324,22 @@ impl Simulation {
             self.pool.free(pkt);
             return;
         };
-        let size = self.pool.get(pkt).wire_len();
+        let p = self.pool.get(pkt);
+        let size = p.wire_len();
+        if self.links[l as usize].is_scheduled() {
+            let dscp = p.dscp();
+            match self.links[l as usize].enqueue_scheduled(now, pkt, size, dscp) {
+                Scheduled::Started { arrival, done } => {
+                    if let Some(t) = arrival {
+                        self.sched.schedule(t, Event::LinkArrival(l));
+                    }
+                    self.sched.schedule(done, Event::LinkTxDone(l));
+                }
+                Scheduled::Queued => {}
+                Scheduled::Lost | Scheduled::Overflow | Scheduled::Policed => self.pool.free(pkt),
+            }
+            return;
+        }
         match self.links[l as usize].enqueue(now, pkt, size) {
             Enqueued::Accepted(Some(t)) => self.sched.schedule(t, Event::LinkArrival(l)),
             Enqueued::Accepted(None) => {}
@@ -677,6 +703,7 @@ impl Simulation {
                 delivered_bytes: l.stats.delivered_bytes,
                 drops_queue: l.stats.drops_queue,
                 drops_loss: l.stats.drops_loss,
+                drops_policed: l.stats.drops_policed,
                 mean_queue_waiting_pkts: l.stats.wait_ns as f64
                     / self.cfg.duration.as_nanos() as f64,
                 max_queue_pkts: l.stats.max_queue_pkts,

@@ -13,7 +13,7 @@
 use longhaul_proto::{Bandwidth, Duration};
 use longhaul_wire::Ipv4Address;
 
-use crate::link::{LinkParams, QueueLimit};
+use crate::link::{EgressSpec, LinkParams, QueueLimit};
 use crate::loss::LossModel;
 
 /// Whether a node ends flows or only forwards.
@@ -56,6 +56,8 @@ pub struct LinkSpec {
     pub loss: LossModel,
     /// Loss on the reverse direction.
     pub loss_reverse: LossModel,
+    /// An egress scheduler on the forward direction (DiffServ), instead of DropTail.
+    pub egress: Option<EgressSpec>,
 }
 
 impl LinkSpec {
@@ -67,6 +69,7 @@ impl LinkSpec {
             queue: QueueSpec::Bdp(1.0),
             loss: LossModel::None,
             loss_reverse: LossModel::None,
+            egress: None,
         }
     }
 }
@@ -121,16 +124,18 @@ impl Topology {
                 QueueLimit::Bytes(bytes.max(3000))
             }
         };
-        let dir = |name: String, loss| LinkParams {
+        let dir = |name: String, loss, egress| LinkParams {
             name,
             rate: spec.rate,
             delay: spec.delay,
             limit,
             loss,
+            egress,
         };
-        self.links.push((a, b, dir(name.to_string(), spec.loss)));
         self.links
-            .push((b, a, dir(format!("{name}.rev"), spec.loss_reverse)));
+            .push((a, b, dir(name.to_string(), spec.loss, spec.egress.clone())));
+        self.links
+            .push((b, a, dir(format!("{name}.rev"), spec.loss_reverse, None)));
     }
 
     /// The parameters of the link direction called `name`.

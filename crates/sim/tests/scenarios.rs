@@ -157,6 +157,40 @@ fn errors_name_the_file_the_key_and_the_fix() {
             ),
             &["flow[0].spw_scope", "persistent"],
         ),
+        (
+            base().replace("loss = 0e0", "loss = 0e0\negress = { classes = [] }"),
+            &["topology.links[1].egress.classes", "at least one class"],
+        ),
+        (
+            base().replace(
+                "loss = 0e0",
+                "loss = 0e0\negress = { classes = [{ dscp = [64], bandwidth = \"1Mbps\" }] }",
+            ),
+            &["topology.links[1].egress.classes[0].dscp", "6 bits"],
+        ),
+        (
+            base().replace(
+                "loss = 0e0",
+                "loss = 0e0\negress = { priority = { dscp = [46], rate = \"1Mbps\" }, \
+                 classes = [{ dscp = [46], bandwidth = \"1Mbps\" }] }",
+            ),
+            &["topology.links[1].egress.classes[0].dscp", "two queues"],
+        ),
+        (
+            base().replace(
+                "loss = 0e0",
+                "loss = 0e0\negress = { priority = { dscp = [46], rate = \"fast\" }, \
+                 classes = [{ bandwidth = \"1Mbps\" }] }",
+            ),
+            &["topology.links[1].egress.priority.rate", "fast"],
+        ),
+        (
+            base().replace(
+                "loss = 0e0",
+                "loss = 0e0\negress = { classes = [{ bandwidth = \"1Mbps\", limit = 0 }] }",
+            ),
+            &["topology.links[1].egress.classes[0].limit", "from 1"],
+        ),
     ];
     for (text, needles) in cases {
         let msg = err(&text);

@@ -1,0 +1,128 @@
+//! DiffServ egress scheduling in whole simulations: EF isolation, LLQ policing only
+//! under congestion, weighted classes, and conservation of packets.
+
+mod common;
+
+use longhaul_sim::metrics::FlowSummary;
+
+/// `n0 -100 Mb/s- n1 -10 Mb/s, 5 ms, egress- n2`, UDP flows stopping at 9 s of a 10 s
+/// run so that nothing is in flight at the end.
+fn scenario(egress: &str, flows: &[(&str, u32, u8)]) -> String {
+    let mut text = format!(
+        r#"
+duration = "10s"
+seed = 3
+[topology]
+kind = "chain"
+[[topology.links]]
+rate = "100Mbps"
+delay = "0ms"
+[[topology.links]]
+rate = "10Mbps"
+delay = "5ms"
+loss = 0.0
+egress = {egress}
+[outputs]
+plots = false
+"#
+    );
+    for (rate, size, dscp) in flows {
+        text.push_str(&format!(
+            "[[flow]]\nprotocol = \"udp\"\nrate = \"{rate}\"\npacket_size = {size}\ndscp = {dscp}\nstop = \"9s\"\n"
+        ));
+    }
+    text
+}
+
+const EF_BE: &str = r#"{ priority = { dscp = [46], rate = "5Mbps" }, classes = [{ bandwidth = "10Mbps", limit = 64 }] }"#;
+
+/// Received IP-level rate over the 9 s the sources run, Mb/s.
+fn received_mbps(f: &FlowSummary, size: u32) -> f64 {
+    f.received_pkts.unwrap() as f64 * f64::from(size) * 8.0 / 9.0 / 1e6
+}
+
+/// EF below its priority rate loses nothing and waits at most one EF packet time plus
+/// one maximum-size packet at the scheduled link, however overloaded BE is.
+#[test]
+fn ef_is_isolated_from_best_effort_overload() {
+    let r = common::run(&scenario(EF_BE, &[("2Mbps", 500, 46), ("15Mbps", 1500, 0)]));
+    let (ef, be) = (&r.summary.flows[0], &r.summary.flows[1]);
+    assert_eq!(ef.loss_rate, Some(0.0), "{ef:?}");
+    // Propagation 5 ms; serialisation 0.04 ms (100 Mb/s) + 0.4 ms (10 Mb/s); waiting
+    // behind one BE packet on the 100 Mb/s hop (0.12 ms) and, at the scheduled link,
+    // one EF packet (0.4 ms) plus the BE packet being sent (1.2 ms).
+    let bound = 5.0 + 0.04 + 0.4 + 0.12 + 0.4 + 1.2;
+    let max = ef.max_delay_ms.unwrap();
+    assert!(
+        max <= bound + 1e-6,
+        "EF max delay {max} ms, bound {bound} ms"
+    );
+    assert!(be.loss_rate.unwrap() > 0.4, "BE is overloaded: {be:?}");
+    let link = r.summary.link("link1").unwrap();
+    assert_eq!(link.drops_policed, 0);
+    assert!(link.drops_queue > 0);
+}
+
+/// EF above its priority rate on a congested link is cut to the rate (within 2 %,
+/// after the 200 ms burst); on an otherwise idle link it is not policed at all.
+#[test]
+fn llq_polices_only_under_congestion() {
+    let r = common::run(&scenario(EF_BE, &[("8Mbps", 500, 46), ("15Mbps", 1500, 0)]));
+    let ef = &r.summary.flows[0];
+    let burst_mbps = 5e6 / 8.0 / 5.0 * 8.0 / 9.0 / 1e6; // 200 ms of 5 Mb/s over 9 s
+    let got = received_mbps(ef, 500);
+    assert!(
+        (got / (5.0 + burst_mbps) - 1.0).abs() < 0.02,
+        "EF received {got:.3} Mb/s"
+    );
+    assert!(r.summary.link("link1").unwrap().drops_policed > 0);
+
+    let r = common::run(&scenario(EF_BE, &[("8Mbps", 500, 46)]));
+    let ef = &r.summary.flows[0];
+    assert_eq!(ef.loss_rate, Some(0.0), "{ef:?}");
+    assert_eq!(r.summary.link("link1").unwrap().drops_policed, 0);
+}
+
+/// Backlogged classes share the link in proportion to their bandwidths (within 5 %).
+#[test]
+fn classes_share_by_bandwidth() {
+    let egress = r#"{ classes = [{ bandwidth = "6Mbps" }, { dscp = [10], bandwidth = "3Mbps" }] }"#;
+    let r = common::run(&scenario(
+        egress,
+        &[("10Mbps", 1500, 0), ("10Mbps", 1000, 10)],
+    ));
+    let a = received_mbps(&r.summary.flows[0], 1500);
+    let b = received_mbps(&r.summary.flows[1], 1000);
+    assert!(((a / b) / 2.0 - 1.0).abs() < 0.05, "{a:.3} and {b:.3} Mb/s");
+    assert!(a + b > 9.9, "the link stays busy: {}", a + b);
+}
+
+/// Every packet sent is received or counted in exactly one drop cause.
+#[test]
+fn packets_are_conserved() {
+    let text = scenario(
+        EF_BE,
+        &[("8Mbps", 500, 46), ("12Mbps", 1500, 0), ("1Mbps", 200, 46)],
+    )
+    .replace("loss = 0.0", "loss = 0.01");
+    let r = common::run(&text);
+    let sent: u64 = r.summary.flows.iter().map(|f| f.sent_pkts.unwrap()).sum();
+    let received: u64 = r
+        .summary
+        .flows
+        .iter()
+        .map(|f| f.received_pkts.unwrap())
+        .sum();
+    let dropped: u64 = r
+        .summary
+        .links
+        .iter()
+        .map(|l| l.drops_queue + l.drops_loss + l.drops_policed)
+        .sum();
+    let l = r.summary.link("link1").unwrap();
+    assert!(
+        l.drops_queue > 0 && l.drops_loss > 0 && l.drops_policed > 0,
+        "{l:?}"
+    );
+    assert_eq!(sent, received + dropped);
+}

@@ -349,10 +349,22 @@ fn readme_example_is_valid() {
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
     let section = &readme[readme.find("## Scenario format").expect("section")..];
-    let start = section.find("```toml\n").expect("a toml block") + 8;
-    let block = &section[start..start + section[start..].find("```").unwrap()];
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::write(tmp.path().join("example.toml"), block).unwrap();
-    let o = longhaul(&["sim", "check", "example.toml"], tmp.path());
-    assert!(o.status.success(), "{}", stderr(&o));
+    // Every block there that is a whole scenario (it sets a duration).
+    let mut checked = 0;
+    let mut rest = section;
+    while let Some(i) = rest.find("```toml\n") {
+        let start = i + 8;
+        let len = rest[start..].find("```").unwrap();
+        let block = &rest[start..start + len];
+        rest = &rest[start + len..];
+        if !block.lines().any(|l| l.starts_with("duration")) {
+            continue;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("example.toml"), block).unwrap();
+        let o = longhaul(&["sim", "check", "example.toml"], tmp.path());
+        assert!(o.status.success(), "{}\n{block}", stderr(&o));
+        checked += 1;
+    }
+    assert!(checked >= 2, "the main example and the DiffServ one");
 }

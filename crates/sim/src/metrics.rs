@@ -122,6 +122,25 @@ pub struct Summary {
     pub flows: Vec<FlowSummary>,
     /// Link directions.
     pub links: Vec<LinkSummary>,
+    /// DiffServ ingress rules, in scenario order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ingress: Vec<IngressSummary>,
+}
+
+/// What one ingress rule did.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct IngressSummary {
+    /// The node applying it.
+    pub node: String,
+    /// Packets it matched, by colour: green (conform), yellow (exceed), red
+    /// (violate; CAR's exceed).
+    pub green: u64,
+    /// Yellow packets.
+    pub yellow: u64,
+    /// Red packets.
+    pub red: u64,
+    /// Packets it dropped.
+    pub dropped: u64,
 }
 
 impl Summary {
@@ -148,6 +167,7 @@ impl Summary {
             jain_index: jain_index(&x),
             flows,
             links,
+            ingress: vec![],
         }
     }
 

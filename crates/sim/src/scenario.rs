@@ -38,11 +38,12 @@ use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
+use crate::diffserv::policy::{Action, Match, MeterSpec, RuleSpec};
 use crate::diffserv::sched::{ClassConfig, LlqConfig};
 use crate::link::EgressSpec;
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
-use crate::topology::{LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
+use crate::topology::{node_addr, LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
 use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 
@@ -112,7 +113,63 @@ struct File {
     #[serde(default)]
     flow: Vec<FlowFile>,
     #[serde(default)]
+    ingress: Vec<IngressFile>,
+    #[serde(default)]
     outputs: OutputsFile,
+}
+
+/// A DiffServ ingress rule at a router.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngressFile {
+    node: String,
+    #[serde(default, rename = "match")]
+    matches: MatchFile,
+    set_dscp: Option<u8>,
+    meter: Option<MeterFile>,
+    conform: Option<ActionFile>,
+    exceed: Option<ActionFile>,
+    violate: Option<ActionFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MatchFile {
+    from: Option<String>,
+    to: Option<String>,
+    protocol: Option<String>,
+    src_port: Option<u16>,
+    dst_port: Option<u16>,
+    dscp: Option<u8>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+enum MeterFile {
+    Car {
+        rate: String,
+        normal_burst: String,
+        extended_burst: Option<String>,
+    },
+    Srtcm {
+        cir: String,
+        cbs: String,
+        ebs: String,
+    },
+    Trtcm {
+        pir: String,
+        pbs: String,
+        cir: String,
+        cbs: String,
+    },
+}
+
+/// "transmit", "drop", or a DSCP to re-mark to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum ActionFile {
+    Word(String),
+    Remark(u8),
 }
 
 fn default_seed() -> u64 {
@@ -587,6 +644,11 @@ impl Loader<'_> {
                 FlowFile::Udt(u) => FlowSpec::Udt(self.udt_flow(&key, u, from, to, start, f.seed)?),
             });
         }
+        let mut topology = topology;
+        for (i, r) in f.ingress.iter().enumerate() {
+            let rule = self.ingress_rule(&topology, &format!("ingress[{i}]"), r)?;
+            topology.ingress.push(rule);
+        }
         let trace_interval = match (&f.outputs.trace, &f.outputs.trace_interval) {
             (false, _) => None,
             (true, None) => Some(sample_interval),
@@ -635,6 +697,147 @@ impl Loader<'_> {
             flows,
             plots: f.outputs.plots,
             pcap: f.outputs.pcap,
+        })
+    }
+
+    fn any_node(&self, topo: &Topology, key: &str, name: &str) -> Result<usize, ScenarioError> {
+        topo.node(name).ok_or_else(|| {
+            let names: Vec<&str> = topo.nodes.iter().map(|n| n.name.as_str()).collect();
+            self.err(
+                key,
+                format!("no node named `{name}`; nodes are: {}", names.join(", ")),
+            )
+        })
+    }
+
+    fn ingress_rule(
+        &self,
+        topo: &Topology,
+        key: &str,
+        r: &IngressFile,
+    ) -> Result<RuleSpec, ScenarioError> {
+        let node = self.any_node(topo, &format!("{key}.node"), &r.node)?;
+        let m = &r.matches;
+        let addr = |k: &str, n: &Option<String>| -> Result<Option<u32>, ScenarioError> {
+            n.as_ref()
+                .map(|n| {
+                    self.any_node(topo, &format!("{key}.match.{k}"), n)
+                        .map(|i| node_addr(i).to_bits())
+                })
+                .transpose()
+        };
+        let protocol = match m.protocol.as_deref() {
+            None => None,
+            Some("tcp") => Some(6),
+            Some("udp") => Some(17),
+            Some(o) => {
+                return Err(self.err(
+                    format!("{key}.match.protocol"),
+                    format!("unknown `{o}`: use \"tcp\" or \"udp\""),
+                ))
+            }
+        };
+        let dscp = |k: String, d: Option<u8>| -> Result<Option<u8>, ScenarioError> {
+            d.map(|d| self.dscp(&k, d)).transpose()
+        };
+        let matches = Match {
+            src: addr("from", &m.from)?,
+            dst: addr("to", &m.to)?,
+            protocol,
+            src_port: m.src_port,
+            dst_port: m.dst_port,
+            dscp: dscp(format!("{key}.match.dscp"), m.dscp)?,
+        };
+        let rate =
+            |k: &str, v: &str| parse_rate(v).map_err(|e| self.err(format!("{key}.meter.{k}"), e));
+        let size = |k: &str, v: &str| {
+            parse_size(v).ok().filter(|&b| b > 0).ok_or_else(|| {
+                self.err(
+                    format!("{key}.meter.{k}"),
+                    format!("`{v}` is not a size above zero: write e.g. \"10000B\" or \"10KB\""),
+                )
+            })
+        };
+        let meter = match &r.meter {
+            None => None,
+            Some(MeterFile::Car {
+                rate: r,
+                normal_burst,
+                extended_burst,
+            }) => {
+                let normal_burst = size("normal_burst", normal_burst)?;
+                let extended_burst = match extended_burst {
+                    None => normal_burst,
+                    Some(e) => size("extended_burst", e)?,
+                };
+                if extended_burst < normal_burst {
+                    return Err(self.err(
+                        format!("{key}.meter.extended_burst"),
+                        "must be at least the normal burst",
+                    ));
+                }
+                Some(MeterSpec::Car {
+                    rate: rate("rate", r)?,
+                    normal_burst,
+                    extended_burst,
+                })
+            }
+            Some(MeterFile::Srtcm { cir, cbs, ebs }) => Some(MeterSpec::SrTcm {
+                cir: rate("cir", cir)?,
+                cbs: size("cbs", cbs)?,
+                ebs: size("ebs", ebs)?,
+            }),
+            Some(MeterFile::Trtcm { pir, pbs, cir, cbs }) => {
+                let (pir, cir) = (rate("pir", pir)?, rate("cir", cir)?);
+                if pir < cir {
+                    return Err(self.err(format!("{key}.meter.pir"), "must be at least cir"));
+                }
+                Some(MeterSpec::TrTcm {
+                    pir,
+                    pbs: size("pbs", pbs)?,
+                    cir,
+                    cbs: size("cbs", cbs)?,
+                })
+            }
+        };
+        let action = |k: &str,
+                      a: &Option<ActionFile>,
+                      d: Action|
+         -> Result<Action, ScenarioError> {
+            match a {
+                None => Ok(d),
+                Some(ActionFile::Word(w)) if w == "transmit" => Ok(Action::Transmit),
+                Some(ActionFile::Word(w)) if w == "drop" => Ok(Action::Drop),
+                Some(ActionFile::Remark(x)) => {
+                    Ok(Action::Remark(self.dscp(&format!("{key}.{k}"), *x)?))
+                }
+                Some(ActionFile::Word(w)) => Err(self.err(
+                    format!("{key}.{k}"),
+                    format!("unknown `{w}`: use \"transmit\", \"drop\" or a DSCP to re-mark to"),
+                )),
+            }
+        };
+        let conform = action("conform", &r.conform, Action::Transmit)?;
+        let exceed = action("exceed", &r.exceed, Action::Drop)?;
+        // CAR has two outcomes: its "exceed" is the meter's red.
+        let actions = match r.meter {
+            Some(MeterFile::Car { .. }) => {
+                if r.violate.is_some() {
+                    return Err(self.err(
+                        format!("{key}.violate"),
+                        "CAR has only conform and exceed; use srtcm or trtcm for three colours",
+                    ));
+                }
+                [conform, exceed, exceed]
+            }
+            _ => [conform, exceed, action("violate", &r.violate, exceed)?],
+        };
+        Ok(RuleSpec {
+            node,
+            matches,
+            set_dscp: dscp(format!("{key}.set_dscp"), r.set_dscp)?,
+            meter,
+            actions,
         })
     }
 

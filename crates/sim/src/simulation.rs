@@ -8,8 +8,9 @@ use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use rand::Rng;
 
 use crate::app::{Arrivals, Flow, FlowSpec, TcpFlow, UdpFlow, UdtFlow};
+use crate::diffserv::policy::Rule;
 use crate::link::{Enqueued, Link, Scheduled};
-use crate::metrics::{FlowSummary, LinkSummary, RunResult, Summary, TraceRow};
+use crate::metrics::{FlowSummary, IngressSummary, LinkSummary, RunResult, Summary, TraceRow};
 use crate::packet::{PacketId, PacketPool};
 use crate::pcap::PcapWriter;
 use crate::scheduler::{Event, Scheduler};
@@ -66,6 +67,10 @@ pub struct Simulation {
     links: Vec<Link>,
     flows: Vec<Flow>,
     pcaps: Vec<Option<PcapWriter>>,
+    /// DiffServ ingress rules by node (empty for most), and every rule in scenario
+    /// order as (node, index in that node's list).
+    ingress: Vec<Vec<Rule>>,
+    ingress_order: Vec<(usize, usize)>,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
     // Series.
@@ -237,7 +242,15 @@ impl Simulation {
         }
         let nf = rt_flows.len();
         let nl = links.len();
+        let mut ingress: Vec<Vec<Rule>> = vec![vec![]; nodes.len()];
+        let mut ingress_order = vec![];
+        for r in &topo.ingress {
+            ingress_order.push((r.node, ingress[r.node].len()));
+            ingress[r.node].push(Rule::new(r.clone(), Instant::ZERO));
+        }
         Ok(Simulation {
+            ingress,
+            ingress_order,
             cfg,
             topo,
             sched,
@@ -292,7 +305,25 @@ impl Simulation {
             w.write(now, self.pool.get(pkt));
         }
         let node = self.links[l].to;
+        if !self.ingress[node].is_empty() && !self.police(now, node, pkt) {
+            self.pool.free(pkt);
+            return;
+        }
         self.deliver(now, node, pkt);
+    }
+
+    /// A node's ingress rules: the first that matches meters, marks or drops the
+    /// packet. Returns false if it is dropped.
+    fn police(&mut self, now: Instant, node: usize, pkt: PacketId) -> bool {
+        let p = self.pool.get_mut(pkt);
+        let bytes = p.wire_len();
+        match self.ingress[node]
+            .iter_mut()
+            .find(|r| r.spec.matches.matches(&p.hdr))
+        {
+            Some(rule) => rule.apply(now, &mut p.hdr, bytes),
+            None => true,
+        }
     }
 
     /// A scheduled link's transmitter is free: the next waiting packet goes.
@@ -709,7 +740,7 @@ impl Simulation {
                 max_queue_pkts: l.stats.max_queue_pkts,
             })
             .collect();
-        let summary = Summary::new(
+        let mut summary = Summary::new(
             self.cfg.name.clone(),
             self.cfg.seed,
             dur,
@@ -719,6 +750,20 @@ impl Simulation {
             flows,
             links,
         );
+        summary.ingress = self
+            .ingress_order
+            .iter()
+            .map(|&(n, i)| {
+                let s = self.ingress[n][i].stats;
+                IngressSummary {
+                    node: self.topo.nodes[n].name.clone(),
+                    green: s.colored[0],
+                    yellow: s.colored[1],
+                    red: s.colored[2],
+                    dropped: s.dropped,
+                }
+            })
+            .collect();
         Ok(RunResult {
             summary,
             sample_times: self.sample_times,

@@ -13,6 +13,7 @@
 use longhaul_proto::{Bandwidth, Duration};
 use longhaul_wire::Ipv4Address;
 
+use crate::diffserv::policy::RuleSpec;
 use crate::link::{EgressSpec, LinkParams, QueueLimit};
 use crate::loss::LossModel;
 
@@ -82,6 +83,9 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// Link directions with their endpoints.
     pub links: Vec<(usize, usize, LinkParams)>,
+    /// DiffServ ingress rules (classify, meter, mark or drop), each at its node, in
+    /// the order they are tried.
+    pub ingress: Vec<RuleSpec>,
 }
 
 /// The address of node `i`.
@@ -101,6 +105,7 @@ impl Topology {
         Topology {
             nodes: vec![],
             links: vec![],
+            ingress: vec![],
         }
     }
 

@@ -104,7 +104,10 @@ fn packets_are_conserved() {
         EF_BE,
         &[("8Mbps", 500, 46), ("12Mbps", 1500, 0), ("1Mbps", 200, 46)],
     )
-    .replace("loss = 0.0", "loss = 0.01");
+    .replace("loss = 0.0", "loss = 0.01")
+        + "[[ingress]]\nnode = \"n1\"\nmatch = { dscp = 0 }\n\
+           meter = { kind = \"srtcm\", cir = \"6Mbps\", cbs = \"3000B\", ebs = \"3000B\" }\n\
+           exceed = 10\nviolate = \"drop\"\n";
     let r = common::run(&text);
     let sent: u64 = r.summary.flows.iter().map(|f| f.sent_pkts.unwrap()).sum();
     let received: u64 = r
@@ -118,11 +121,52 @@ fn packets_are_conserved() {
         .links
         .iter()
         .map(|l| l.drops_queue + l.drops_loss + l.drops_policed)
-        .sum();
+        .sum::<u64>()
+        + r.summary.ingress.iter().map(|i| i.dropped).sum::<u64>();
+    assert!(r.summary.ingress[0].dropped > 0 && r.summary.ingress[0].yellow > 0);
     let l = r.summary.link("link1").unwrap();
     assert!(
         l.drops_queue > 0 && l.drops_loss > 0 && l.drops_policed > 0,
         "{l:?}"
     );
     assert_eq!(sent, received + dropped);
+}
+
+/// CAR at the edge router: packets matched by their incoming DSCP are marked EF and
+/// cut to the CAR rate; marked, they then ride the priority queue of the congested
+/// link, so every EF loss is a CAR drop.
+#[test]
+fn ingress_car_marks_and_polices() {
+    let egress =
+        r#"{ priority = { dscp = [46], rate = "8Mbps" }, classes = [{ bandwidth = "10Mbps" }] }"#;
+    let text = scenario(egress, &[("6Mbps", 500, 8), ("15Mbps", 1500, 0)])
+        + r#"
+[[ingress]]
+node = "n1"
+match = { dscp = 8, protocol = "udp", from = "n0" }
+set_dscp = 46
+meter = { kind = "car", rate = "4Mbps", normal_burst = "10000B", extended_burst = "10000B" }
+exceed = "drop"
+"#;
+    let r = common::run(&text);
+    let ef = &r.summary.flows[0];
+    let got = received_mbps(ef, 500);
+    let burst = 10_000.0 * 8.0 / 9.0 / 1e6;
+    assert!(
+        (got / (4.0 + burst) - 1.0).abs() < 0.02,
+        "EF received {got:.3} Mb/s"
+    );
+    let rule = &r.summary.ingress[0];
+    assert_eq!(rule.node, "n1");
+    assert_eq!(rule.yellow, 0);
+    assert_eq!(rule.dropped, rule.red);
+    assert_eq!(rule.green + rule.red, ef.sent_pkts.unwrap());
+    // Every EF loss is a CAR drop: marked EF, the rest crossed the congested link.
+    assert_eq!(
+        ef.sent_pkts.unwrap() - ef.received_pkts.unwrap(),
+        rule.dropped
+    );
+    assert_eq!(r.summary.link("link1").unwrap().drops_policed, 0);
+    // The BE flow matched no rule.
+    assert!(r.summary.flows[1].loss_rate.unwrap() > 0.3);
 }

@@ -191,6 +191,34 @@ fn errors_name_the_file_the_key_and_the_fix() {
             ),
             &["topology.links[1].egress.classes[0].limit", "from 1"],
         ),
+        (
+            base() + "[[ingress]]\nnode = \"n9\"\n",
+            &["ingress[0].node", "n9", "nodes are: n0, n1, n2"],
+        ),
+        (
+            base() + "[[ingress]]\nnode = \"n1\"\nmatch = { protocol = \"sctp\" }\n",
+            &["ingress[0].match.protocol", "sctp"],
+        ),
+        (
+            base()
+                + "[[ingress]]\nnode = \"n1\"\nmeter = { kind = \"car\", rate = \"1Mbps\", \
+                   normal_burst = \"1KB\" }\nviolate = \"drop\"\n",
+            &["ingress[0].violate", "srtcm or trtcm"],
+        ),
+        (
+            base() + "[[ingress]]\nnode = \"n1\"\nexceed = \"shape\"\n",
+            &["ingress[0].exceed", "shape", "transmit"],
+        ),
+        (
+            base()
+                + "[[ingress]]\nnode = \"n1\"\nmeter = { kind = \"trtcm\", pir = \"1Mbps\", \
+                   pbs = \"1KB\", cir = \"2Mbps\", cbs = \"1KB\" }\n",
+            &["ingress[0].meter.pir", "at least cir"],
+        ),
+        (
+            base() + "[[ingress]]\nnode = \"n1\"\nset_dscp = 99\n",
+            &["ingress[0].set_dscp", "0 to 63"],
+        ),
     ];
     for (text, needles) in cases {
         let msg = err(&text);

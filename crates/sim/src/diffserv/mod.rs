@@ -13,6 +13,7 @@
 //! driven with an explicit `now`, like the engines, so it is tested on its own.
 
 pub mod meter;
+pub mod policy;
 pub mod sched;
 
 /// Token-bucket arithmetic in nano-bits: a rate in bit/s adds exactly `rate` units per

@@ -298,8 +298,10 @@ fn several_sweeps_with_reports() {
                 [report]\nx = \"seed\"\ntimeseries = { seed = 1 }\nsource = \"a paper\"\n\
                 [[report.expected]]\npoint = { seed = 2 }\nvalues = { cubic = 42 }\n";
     std::fs::write(dir.join("sweep.toml"), main).unwrap();
-    let other = "scenario = \"base.toml\"\nname = \"other\"\n[grid]\nseed = [3]\n\
-                 [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n";
+    let other = "scenario = \"base.toml\"\nname = \"other\"\n[grid]\nseed = [3, 4]\n\
+                 [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n\
+                 [report]\nx = \"seed\"\nflows = { bulk = 0, udp = 1 }\n\
+                 metrics = [\"completion\", \"loss\"]\n";
     std::fs::write(dir.join("other.sweep.toml"), other).unwrap();
     let o = longhaul(
         &["sim", "run", "study", "--out", "out", "--quiet"],
@@ -317,7 +319,17 @@ fn several_sweeps_with_reports() {
         let bytes = std::fs::read(out.join("main").join(plot)).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "{plot}");
     }
-    assert!(out.join("other/results.md").exists());
+    // Per-flow metrics: a table and a plot per metric, a column per flow.
+    let md = std::fs::read_to_string(out.join("other/results.md")).unwrap();
+    assert!(
+        md.contains("## completion time (s)\n\n| point | bulk | udp |"),
+        "{md}"
+    );
+    assert!(md.contains("## loss rate"), "{md}");
+    assert!(
+        out.join("other/plots/completion-vs-seed.png").exists(),
+        "{md}"
+    );
     assert!(out.join("other/point-0000/summary.json").exists());
     let csv = std::fs::read_to_string(out.join("main/sweep.csv")).unwrap();
     assert!(

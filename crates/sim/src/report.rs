@@ -10,7 +10,7 @@ use std::path::Path;
 
 use crate::metrics::{RunResult, Summary};
 use crate::plot::{self, Series};
-use crate::sweep::{self, as_number, same_value, Sweep};
+use crate::sweep::{self, as_number, same_value, Metric, Sweep};
 
 /// What a sweep keeps of each finished run.
 #[derive(Debug, Clone)]
@@ -21,6 +21,8 @@ pub struct PointResult {
     pub times: Vec<f64>,
     /// Goodput of all flows together per sample interval, Mb/s.
     pub total: Vec<f64>,
+    /// Goodput of each flow per sample interval, Mb/s.
+    pub flow_series: Vec<Vec<f64>>,
     /// Coefficient of variation of each flow's goodput series after the warm-up.
     pub flow_cv: Vec<Option<f64>>,
 }
@@ -42,6 +44,7 @@ impl PointResult {
             summary: r.summary,
             times: r.sample_times,
             total,
+            flow_series: r.goodput_series,
             flow_cv,
         }
     }
@@ -54,6 +57,59 @@ impl PointResult {
     fn goodput(&self) -> f64 {
         self.summary.flows.iter().map(|f| f.goodput_mbps).sum()
     }
+
+    /// `metric` of flow `flow`, or the total goodput for `None`.
+    fn value(&self, flow: Option<usize>, metric: Metric) -> Option<f64> {
+        let Some(i) = flow else {
+            return (metric == Metric::Goodput).then(|| self.goodput());
+        };
+        let f = self.summary.flows.get(i)?;
+        match metric {
+            Metric::Goodput => Some(f.goodput_mbps),
+            Metric::Loss => f.loss_rate,
+            Metric::Completion => f.completion_time_s,
+            Metric::MeanDelay => f.mean_delay_ms,
+            Metric::MaxDelay => f.max_delay_ms,
+        }
+    }
+
+    fn series(&self, flow: Option<usize>) -> &[f64] {
+        flow.and_then(|i| self.flow_series.get(i))
+            .map_or(&self.total, |s| s)
+    }
+}
+
+/// A column of the report: a variant, and a flow of it (or all flows).
+struct Column {
+    label: String,
+    variant: usize,
+    flow: Option<usize>,
+}
+
+fn columns(sw: &Sweep, t: &Table) -> Vec<Column> {
+    let flows = &sw.report.flows;
+    let mut cols = vec![];
+    for (v, name) in t.variants.iter().enumerate() {
+        if flows.is_empty() {
+            cols.push(Column {
+                label: name.clone(),
+                variant: v,
+                flow: None,
+            });
+        }
+        for (label, i) in flows {
+            cols.push(Column {
+                label: if t.variants.len() == 1 {
+                    label.clone()
+                } else {
+                    format!("{name} {label}")
+                },
+                variant: v,
+                flow: Some(*i),
+            });
+        }
+    }
+    cols
 }
 
 /// Standard deviation over mean of the samples whose interval starts at or after
@@ -219,24 +275,23 @@ fn write_plots(
     let mut written = vec![];
     let dir = out.join("plots");
     let rep = &sw.report;
+    let cols = columns(sw, t);
     if let Some(filter) = &rep.timeseries {
         for (r, row) in t.rows.iter().enumerate() {
             if !matches(row, filter) {
                 continue;
             }
-            let series: Vec<Series> = t
-                .variants
+            let series: Vec<Series> = cols
                 .iter()
-                .enumerate()
-                .filter_map(|(c, v)| {
-                    let p = &results[t.cell(r, c)?];
+                .filter_map(|col| {
+                    let p = &results[t.cell(r, col.variant)?];
                     Some(Series {
-                        label: v.clone(),
+                        label: col.label.clone(),
                         points: p
                             .times
                             .iter()
                             .copied()
-                            .zip(p.total.iter().copied())
+                            .zip(p.series(col.flow).iter().copied())
                             .collect(),
                     })
                 })
@@ -265,63 +320,70 @@ fn write_plots(
                 groups.push(others);
             }
         }
-        for g in &groups {
-            let series: Vec<Series> = t
-                .variants
-                .iter()
-                .enumerate()
-                .map(|(c, v)| {
-                    let mut points: Vec<(f64, f64)> = t
-                        .rows
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, row)| matches(row, g))
-                        .filter_map(|(r, row)| {
-                            let xv = as_number(&row.iter().find(|(k, _)| k == x)?.1)?;
-                            let p = &results[t.cell(r, c)?];
-                            if rep.log_x {
-                                (xv > 0.0).then(|| (xv.log10(), p.goodput()))
-                            } else {
-                                Some((xv, p.goodput()))
-                            }
-                        })
-                        .collect();
-                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    Series {
-                        label: v.clone(),
-                        points,
-                    }
-                })
-                .collect();
-            let xl = rep.label(x);
-            let (file, title) = if g.is_empty() {
-                (
-                    format!("plots/vs-{}.png", file_safe(xl)),
-                    format!("{}: goodput against {xl}", sw.name),
+        for metric in &rep.metrics {
+            for g in &groups {
+                let series: Vec<Series> = cols
+                    .iter()
+                    .map(|col| {
+                        let mut points: Vec<(f64, f64)> = t
+                            .rows
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, row)| matches(row, g))
+                            .filter_map(|(r, row)| {
+                                let xv = as_number(&row.iter().find(|(k, _)| k == x)?.1)?;
+                                let y =
+                                    results[t.cell(r, col.variant)?].value(col.flow, *metric)?;
+                                if rep.log_x {
+                                    (xv > 0.0).then(|| (xv.log10(), y))
+                                } else {
+                                    Some((xv, y))
+                                }
+                            })
+                            .collect();
+                        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                        Series {
+                            label: col.label.clone(),
+                            points,
+                        }
+                    })
+                    .collect();
+                let xl = rep.label(x);
+                // Total goodput keeps the short names; per-flow metrics say which.
+                let m = if rep.flows.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}-", metric.name())
+                };
+                let (file, title) = if g.is_empty() {
+                    (
+                        format!("plots/{m}vs-{}.png", file_safe(xl)),
+                        format!("{}: {} against {xl}", sw.name, metric.describe()),
+                    )
+                } else {
+                    let name = row_name(sw, g);
+                    (
+                        format!("plots/{m}vs-{}-{}.png", file_safe(xl), file_safe(&name)),
+                        format!("{}: {} against {xl}, {name}", sw.name, metric.describe()),
+                    )
+                };
+                let x_label = if rep.log_x {
+                    format!("log10({xl})")
+                } else {
+                    xl.to_string()
+                };
+                std::fs::create_dir_all(&dir)?;
+                plot::draw_xy(
+                    &out.join(&file),
+                    &title,
+                    &x_label,
+                    metric.describe(),
+                    &series,
+                    false,
                 )
-            } else {
-                let name = row_name(sw, g);
-                (
-                    format!("plots/vs-{}-{}.png", file_safe(xl), file_safe(&name)),
-                    format!("{}: goodput against {xl}, {name}", sw.name),
-                )
-            };
-            let x_label = if rep.log_x {
-                format!("log10({xl})")
-            } else {
-                xl.to_string()
-            };
-            std::fs::create_dir_all(&dir)?;
-            plot::draw_xy(
-                &out.join(&file),
-                &title,
-                &x_label,
-                "goodput (Mb/s)",
-                &series,
-                false,
-            )
-            .map_err(io::Error::other)?;
-            written.push(file);
+                .map_err(io::Error::other)?;
+                written.push(file);
+            }
         }
     }
     Ok(written)
@@ -330,6 +392,11 @@ fn write_plots(
 fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) -> String {
     let rep = &sw.report;
     let mut md = format!("# {}\n\n", sw.name);
+    if !rep.flows.is_empty() {
+        per_flow_tables(&mut md, sw, t, results);
+        plot_list(&mut md, plots);
+        return md;
+    }
     let header = |md: &mut String| {
         md.push_str("| point |");
         for v in &t.variants {
@@ -387,13 +454,56 @@ fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) ->
         }
         md.push('\n');
     }
+    plot_list(&mut md, plots);
+    md
+}
+
+/// One table per metric: a row per grid point, a column per variant and flow.
+fn per_flow_tables(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResult]) {
+    let cols = columns(sw, t);
+    let flows: Vec<String> = sw
+        .report
+        .flows
+        .iter()
+        .map(|(l, i)| format!("{l} = flow {i}"))
+        .collect();
+    let _ = writeln!(md, "Flows: {}.", flows.join(", "));
+    for metric in &sw.report.metrics {
+        let _ = write!(md, "\n## {}\n\n| point |", metric.describe());
+        for c in &cols {
+            let _ = write!(md, " {} |", c.label);
+        }
+        md.push_str("\n|---|");
+        md.push_str(&"---:|".repeat(cols.len()));
+        md.push('\n');
+        for (r, row) in t.rows.iter().enumerate() {
+            let _ = write!(md, "| {} |", row_name(sw, row));
+            for c in &cols {
+                match t
+                    .cell(r, c.variant)
+                    .and_then(|i| results[i].value(c.flow, *metric))
+                {
+                    Some(v) if *metric == Metric::Loss => {
+                        let _ = write!(md, " {v:.4} |");
+                    }
+                    Some(v) => {
+                        let _ = write!(md, " {v:.3} |");
+                    }
+                    None => md.push_str(" - |"),
+                }
+            }
+            md.push('\n');
+        }
+    }
+}
+
+fn plot_list(md: &mut String, plots: &[String]) {
     if !plots.is_empty() {
         md.push_str("\n## Plots\n\n");
         for p in plots {
             let _ = writeln!(md, "- [{p}]({p})");
         }
     }
-    md
 }
 
 #[cfg(test)]

@@ -107,6 +107,54 @@ struct ReportFile {
     source: Option<String>,
     #[serde(default)]
     expected: Vec<ExpectedFile>,
+    #[serde(default)]
+    flows: BTreeMap<String, usize>,
+    #[serde(default)]
+    metrics: Vec<String>,
+}
+
+/// A per-flow figure the report can tabulate and plot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Goodput, Mb/s.
+    Goodput,
+    /// Loss rate (UDP).
+    Loss,
+    /// Completion time of a finite transfer, s.
+    Completion,
+    /// Mean one-way delay, ms (UDP).
+    MeanDelay,
+    /// Largest one-way delay, ms (UDP).
+    MaxDelay,
+}
+
+impl Metric {
+    const ALL: [(&'static str, Metric); 5] = [
+        ("goodput", Metric::Goodput),
+        ("loss", Metric::Loss),
+        ("completion", Metric::Completion),
+        ("mean_delay", Metric::MeanDelay),
+        ("max_delay", Metric::MaxDelay),
+    ];
+
+    /// Its name in sweep files and file names.
+    pub fn name(self) -> &'static str {
+        Metric::ALL
+            .iter()
+            .find(|m| m.1 == self)
+            .map_or("?", |m| m.0)
+    }
+
+    /// What it measures, with its unit.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Metric::Goodput => "goodput (Mb/s)",
+            Metric::Loss => "loss rate",
+            Metric::Completion => "completion time (s)",
+            Metric::MeanDelay => "mean one-way delay (ms)",
+            Metric::MaxDelay => "largest one-way delay (ms)",
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,6 +182,10 @@ pub struct Report {
     pub source: Option<String>,
     /// Published figures.
     pub expected: Vec<Expected>,
+    /// Flows reported one by one (label, index), instead of the total goodput.
+    pub flows: Vec<(String, usize)>,
+    /// What is tabulated and plotted for those flows (default: goodput).
+    pub metrics: Vec<Metric>,
 }
 
 /// A published figure per variant at one grid point.
@@ -155,17 +207,25 @@ impl Report {
 /// Whether two grid values are the same (numbers compare as numbers, so `0` and
 /// `0.0` match).
 pub fn same_value(a: &toml::Value, b: &toml::Value) -> bool {
-    match (as_number(a), as_number(b)) {
-        (Some(x), Some(y)) => x == y,
+    use toml::Value::{Float, Integer};
+    match (a, b) {
+        (Integer(_) | Float(_), Integer(_) | Float(_)) => as_number(a) == as_number(b),
         _ => a == b,
     }
 }
 
-/// A grid value as a number, if it is one.
+/// A grid value as a number, if it is one or a string that starts with one
+/// (`"5Mbps"` is 5).
 pub fn as_number(v: &toml::Value) -> Option<f64> {
     match v {
         toml::Value::Integer(i) => Some(*i as f64),
         toml::Value::Float(f) => Some(*f),
+        toml::Value::String(s) => {
+            let end = s
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(s.len());
+            s[..end].parse().ok()
+        }
         _ => None,
     }
 }
@@ -279,11 +339,14 @@ impl Sweep {
             }
             for (i, (k, vals)) in keys.iter().enumerate() {
                 let v = vals[idx[i]].clone();
-                set_path(&mut doc, k, v.clone()).map_err(|m| ScenarioError::Invalid {
-                    path: path.to_owned(),
-                    key: format!("grid.{k}"),
-                    message: m,
-                })?;
+                // "a.b, c.d" sets both paths to the value.
+                for one in k.split(',').map(str::trim) {
+                    set_path(&mut doc, one, v.clone()).map_err(|m| ScenarioError::Invalid {
+                        path: path.to_owned(),
+                        key: format!("grid.{k}"),
+                        message: m,
+                    })?;
+                }
                 params.push(((*k).clone(), v));
             }
             let label = format!(
@@ -304,6 +367,19 @@ impl Sweep {
             None => Report::default(),
             Some(r) => load_report(path, r, &file.grid, &variant_names)?,
         };
+        for (label, i) in &report.flows {
+            if let Some(p) = points.iter().find(|p| *i >= p.scenario.flows.len()) {
+                return Err(ScenarioError::Invalid {
+                    path: path.to_owned(),
+                    key: format!("report.flows.{label}"),
+                    message: format!(
+                        "flow {i} does not exist at {} (it has {} flows, numbered from 0)",
+                        describe(&p.params),
+                        p.scenario.flows.len()
+                    ),
+                });
+            }
+        }
         Ok(Sweep {
             name,
             points,
@@ -368,7 +444,8 @@ fn load_report(
             return Err(err(
                 "report.x".into(),
                 format!(
-                    "the grid's values of `{x}` must be numbers to be an axis ({} is not)",
+                    "the grid's values of `{x}` must be numbers, or start with one (\"5Mbps\"), \
+                     to be an axis ({} is not)",
                     value_str(v)
                 ),
             ));
@@ -406,6 +483,26 @@ fn load_report(
             values: e.values.clone(),
         });
     }
+    let mut metrics = vec![];
+    for (i, m) in r.metrics.iter().enumerate() {
+        let Some(&(_, metric)) = Metric::ALL.iter().find(|x| x.0 == m) else {
+            let names: Vec<&str> = Metric::ALL.iter().map(|x| x.0).collect();
+            return Err(err(
+                format!("report.metrics[{i}]"),
+                format!("unknown `{m}`: use one of {}", names.join(", ")),
+            ));
+        };
+        metrics.push(metric);
+    }
+    if !metrics.is_empty() && r.flows.is_empty() {
+        return Err(err(
+            "report.metrics".into(),
+            "needs `report.flows` (the flows to report, e.g. { EF = 0, BE = 1 })".into(),
+        ));
+    }
+    if metrics.is_empty() {
+        metrics.push(Metric::Goodput);
+    }
     Ok(Report {
         labels: r.labels,
         timeseries,
@@ -414,6 +511,8 @@ fn load_report(
         warmup_s,
         source: r.source,
         expected,
+        flows: r.flows.into_iter().collect(),
+        metrics,
     })
 }
 
@@ -437,6 +536,19 @@ pub fn value_str(v: &toml::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_for_axes() {
+        use toml::Value::{Float, Integer, String as S};
+        assert_eq!(as_number(&Integer(3)), Some(3.0));
+        assert_eq!(as_number(&Float(1e-4)), Some(1e-4));
+        assert_eq!(as_number(&S("17Mbps".into())), Some(17.0));
+        assert_eq!(as_number(&S("0.5ms".into())), Some(0.5));
+        assert_eq!(as_number(&S("fast".into())), None);
+        // Strings compare as strings: "5ms" and "5Mbps" are different points.
+        assert!(!same_value(&S("5ms".into()), &S("5Mbps".into())));
+        assert!(same_value(&Integer(0), &Float(0.0)));
+    }
 
     #[test]
     fn set_path_in_tables_and_arrays() {

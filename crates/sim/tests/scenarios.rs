@@ -356,10 +356,24 @@ name = "reno"
     )
     .unwrap();
     assert_eq!(good.report.warmup_s, 1.0);
+    // A grid key naming two paths sets both.
+    std::fs::write(
+        tmp.path().join("sweep.toml"),
+        "scenario = \"base.toml\"\n[grid]\n\"topology.links.0.delay, topology.links.1.delay\" = [\"7ms\"]\n",
+    )
+    .unwrap();
+    let two = longhaul_sim::Sweep::load(&tmp.path().join("sweep.toml")).unwrap();
+    let delays: Vec<_> = two.points[0]
+        .scenario
+        .topology
+        .links
+        .iter()
+        .map(|l| l.2.delay)
+        .collect();
+    assert!(delays.iter().all(|d| d.as_millis() == 7), "{delays:?}");
     assert_eq!(good.report.expected[0].values["reno"], 90.0);
     let cases = [
         ("x = \"seed\"", "report.x", "not a grid key"),
-        ("x = \"topology.links.1.delay\"", "report.x", "must be numbers"),
         ("log_x = true", "report.log_x", "needs `report.x`"),
         ("warmup = \"soon\"", "report.warmup", "soon"),
         ("timeseries = { \"topology.links.1.loss\" = 0.5 }", "report.timeseries.topology.links.1.loss", "not one of the grid's values"),
@@ -375,6 +389,9 @@ name = "reno"
             "not a variant",
         ),
         ("plot = true", "plot", "unknown field"),
+        ("flows = { A = 1 }", "report.flows.A", "does not exist"),
+        ("flows = { A = 0 }\nmetrics = [\"speed\"]", "report.metrics[0]", "goodput"),
+        ("metrics = [\"loss\"]", "report.metrics", "needs `report.flows`"),
     ];
     for (report, key, why) in cases {
         let e = load(report).unwrap_err().to_string();

@@ -299,9 +299,10 @@ fn several_sweeps_with_reports() {
                 [[report.expected]]\npoint = { seed = 2 }\nvalues = { cubic = 42 }\n";
     std::fs::write(dir.join("sweep.toml"), main).unwrap();
     let other = "scenario = \"base.toml\"\nname = \"other\"\n[grid]\nseed = [3, 4]\n\
+                 \"flow.1.rate\" = [\"10Mbps\", \"20Mbps\"]\n\
                  [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n\
-                 [report]\nx = \"seed\"\nflows = { bulk = 0, udp = 1 }\n\
-                 metrics = [\"completion\", \"loss\"]\n";
+                 [report]\nx = \"flow.1.rate\"\naverage = \"seed\"\n\
+                 flows = { bulk = 0, udp = 1 }\nmetrics = [\"completion\", \"loss\"]\n";
     std::fs::write(dir.join("other.sweep.toml"), other).unwrap();
     let o = longhaul(
         &["sim", "run", "study", "--out", "out", "--quiet"],
@@ -326,8 +327,18 @@ fn several_sweeps_with_reports() {
         "{md}"
     );
     assert!(md.contains("## loss rate"), "{md}");
+    assert!(md.contains("mean over the values of `seed`"), "{md}");
+    // Two seeds averaged into each of the two rates, in two tables.
+    assert_eq!(
+        md.lines()
+            .filter(|l| l.starts_with("| flow.1.rate="))
+            .count(),
+        4,
+        "{md}"
+    );
     assert!(
-        out.join("other/plots/completion-vs-seed.png").exists(),
+        out.join("other/plots/completion-vs-flow.1.rate.png")
+            .exists(),
         "{md}"
     );
     assert!(out.join("other/point-0000/summary.json").exists());

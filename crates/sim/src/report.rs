@@ -185,12 +185,13 @@ fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> 
 }
 
 /// A sweep with variants as a table: one row per grid point, one column per variant,
-/// each cell the index of the point that ran it.
+/// each cell the indices of the points that ran it (several when the report averages
+/// over a grid key, such as the seed).
 struct Table {
     variants: Vec<String>,
-    /// Grid values of each row (the variant left out).
+    /// Grid values of each row (the variant and any averaged key left out).
     rows: Vec<Vec<(String, toml::Value)>>,
-    cells: Vec<Vec<Option<usize>>>,
+    cells: Vec<Vec<Vec<usize>>>,
 }
 
 impl Table {
@@ -207,10 +208,11 @@ impl Table {
                 t.variants.push(v);
                 t.variants.len() - 1
             });
+            let averaged = sw.report.average.as_deref();
             let grid: Vec<_> = p
                 .params
                 .iter()
-                .filter(|(k, _)| k != "variant")
+                .filter(|(k, _)| k != "variant" && Some(k.as_str()) != averaged)
                 .cloned()
                 .collect();
             let row = t.rows.iter().position(|r| *r == grid).unwrap_or_else(|| {
@@ -220,15 +222,31 @@ impl Table {
             });
             let cells = &mut t.cells[row];
             if cells.len() <= col {
-                cells.resize(col + 1, None);
+                cells.resize(col + 1, vec![]);
             }
-            cells[col] = Some(i);
+            cells[col].push(i);
         }
         Some(t)
     }
 
-    fn cell(&self, row: usize, col: usize) -> Option<usize> {
-        self.cells[row].get(col).copied().flatten()
+    fn cell(&self, row: usize, col: usize) -> &[usize] {
+        self.cells[row].get(col).map_or(&[], Vec::as_slice)
+    }
+
+    /// The mean of `f` over the cell's points that have a value.
+    fn mean(
+        &self,
+        row: usize,
+        col: usize,
+        results: &[PointResult],
+        f: impl Fn(&PointResult) -> Option<f64>,
+    ) -> Option<f64> {
+        let v: Vec<f64> = self
+            .cell(row, col)
+            .iter()
+            .filter_map(|&i| f(&results[i]))
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     }
 }
 
@@ -284,15 +302,26 @@ fn write_plots(
             let series: Vec<Series> = cols
                 .iter()
                 .filter_map(|col| {
-                    let p = &results[t.cell(r, col.variant)?];
+                    // Averaged over the cell's points, sample by sample.
+                    let cell = t.cell(r, col.variant);
+                    let first = &results[*cell.first()?];
+                    let points = first
+                        .times
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &time)| {
+                            let sum: f64 = cell
+                                .iter()
+                                .map(|&i| {
+                                    results[i].series(col.flow).get(k).copied().unwrap_or(0.0)
+                                })
+                                .sum();
+                            (time, sum / cell.len() as f64)
+                        })
+                        .collect();
                     Some(Series {
                         label: col.label.clone(),
-                        points: p
-                            .times
-                            .iter()
-                            .copied()
-                            .zip(p.series(col.flow).iter().copied())
-                            .collect(),
+                        points,
                     })
                 })
                 .collect();
@@ -332,8 +361,9 @@ fn write_plots(
                             .filter(|(_, row)| matches(row, g))
                             .filter_map(|(r, row)| {
                                 let xv = as_number(&row.iter().find(|(k, _)| k == x)?.1)?;
-                                let y =
-                                    results[t.cell(r, col.variant)?].value(col.flow, *metric)?;
+                                let y = t.mean(r, col.variant, results, |p| {
+                                    p.value(col.flow, *metric)
+                                })?;
                                 if rep.log_x {
                                     (xv > 0.0).then(|| (xv.log10(), y))
                                 } else {
@@ -422,9 +452,9 @@ fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) ->
             .find(|e| e.point.len() == row.len() && matches(row, &e.point));
         let _ = write!(md, "| {} |", row_name(sw, row));
         for (c, v) in t.variants.iter().enumerate() {
-            match t.cell(r, c) {
-                Some(i) => {
-                    let _ = write!(md, " {:.1}", results[i].goodput());
+            match t.mean(r, c, results, |p| Some(p.goodput())) {
+                Some(g) => {
+                    let _ = write!(md, " {g:.1}");
                 }
                 None => md.push_str(" -"),
             }
@@ -445,7 +475,7 @@ fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) ->
     for (r, row) in t.rows.iter().enumerate() {
         let _ = write!(md, "| {} |", row_name(sw, row));
         for c in 0..t.variants.len() {
-            match t.cell(r, c).and_then(|i| results[i].total_cv(rep.warmup_s)) {
+            match t.mean(r, c, results, |p| p.total_cv(rep.warmup_s)) {
                 Some(cv) => {
                     let _ = write!(md, " {cv:.3} |");
                 }
@@ -468,6 +498,9 @@ fn per_flow_tables(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResul
         .map(|(l, i)| format!("{l} = flow {i}"))
         .collect();
     let _ = writeln!(md, "Flows: {}.", flows.join(", "));
+    if let Some(a) = &sw.report.average {
+        let _ = writeln!(md, "\nEach figure is the mean over the values of `{a}`.");
+    }
     for metric in &sw.report.metrics {
         let _ = write!(md, "\n## {}\n\n| point |", metric.describe());
         for c in &cols {
@@ -479,18 +512,26 @@ fn per_flow_tables(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResul
         for (r, row) in t.rows.iter().enumerate() {
             let _ = write!(md, "| {} |", row_name(sw, row));
             for c in &cols {
-                match t
-                    .cell(r, c.variant)
-                    .and_then(|i| results[i].value(c.flow, *metric))
-                {
+                let cell = t.cell(r, c.variant);
+                let have = cell
+                    .iter()
+                    .filter(|&&i| results[i].value(c.flow, *metric).is_some())
+                    .count();
+                match t.mean(r, c.variant, results, |p| p.value(c.flow, *metric)) {
                     Some(v) if *metric == Metric::Loss => {
-                        let _ = write!(md, " {v:.4} |");
+                        let _ = write!(md, " {v:.4}");
                     }
                     Some(v) => {
-                        let _ = write!(md, " {v:.3} |");
+                        let _ = write!(md, " {v:.3}");
                     }
-                    None => md.push_str(" - |"),
+                    None => md.push_str(" -"),
                 }
+                // A mean over fewer runs than the cell has (say, transfers that did
+                // not complete) says so.
+                if have > 0 && have < cell.len() {
+                    let _ = write!(md, " ({have} of {} runs)", cell.len());
+                }
+                md.push_str(" |");
             }
             md.push('\n');
         }

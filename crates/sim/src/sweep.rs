@@ -29,6 +29,9 @@
 //! x = "topology.links.1.loss"       # goodput vs this grid key, one plot per other value
 //! log_x = true
 //! warmup = "6s"                     # left out of the stability figure
+//! average = "seed"                  # a grid key averaged over (not a row of its own)
+//! flows = { EF = 0, BE = 1 }        # report these flows one by one, not the total
+//! metrics = ["goodput", "loss"]     # ... with these figures
 //! source = "Paper, Figs. 7-10"      # where the published figures come from
 //! [[report.expected]]               # a published figure per variant at a grid point
 //! point = { "topology.links.1.delay" = "0.5ms", "topology.links.1.loss" = 0.0 }
@@ -111,6 +114,7 @@ struct ReportFile {
     flows: BTreeMap<String, usize>,
     #[serde(default)]
     metrics: Vec<String>,
+    average: Option<String>,
 }
 
 /// A per-flow figure the report can tabulate and plot.
@@ -186,6 +190,8 @@ pub struct Report {
     pub flows: Vec<(String, usize)>,
     /// What is tabulated and plotted for those flows (default: goodput).
     pub metrics: Vec<Metric>,
+    /// A grid key (such as `seed`) whose points are averaged into one.
+    pub average: Option<String>,
 }
 
 /// A published figure per variant at one grid point.
@@ -463,7 +469,10 @@ fn load_report(
     for (i, e) in r.expected.iter().enumerate() {
         let at = format!("report.expected[{i}]");
         let p = point(&format!("{at}.point"), &e.point)?;
-        if p.len() != grid.len() {
+        let averaged = r.average.as_ref().is_some_and(|a| grid.contains_key(a));
+        if p.len() + usize::from(averaged) != grid.len()
+            || r.average.as_ref().is_some_and(|a| e.point.contains_key(a))
+        {
             return Err(err(
                 format!("{at}.point"),
                 format!("must give a value for every grid key ({})", grid_keys()),
@@ -482,6 +491,20 @@ fn load_report(
             point: p,
             values: e.values.clone(),
         });
+    }
+    if let Some(a) = &r.average {
+        if !grid.contains_key(a) {
+            return Err(err(
+                "report.average".into(),
+                format!("`{a}` is not a grid key (the grid has: {})", grid_keys()),
+            ));
+        }
+        if r.x.as_ref() == Some(a) {
+            return Err(err(
+                "report.average".into(),
+                "cannot also be `report.x`".into(),
+            ));
+        }
     }
     let mut metrics = vec![];
     for (i, m) in r.metrics.iter().enumerate() {
@@ -513,6 +536,7 @@ fn load_report(
         expected,
         flows: r.flows.into_iter().collect(),
         metrics,
+        average: r.average,
     })
 }
 

@@ -392,6 +392,12 @@ name = "reno"
         ("flows = { A = 1 }", "report.flows.A", "does not exist"),
         ("flows = { A = 0 }\nmetrics = [\"speed\"]", "report.metrics[0]", "goodput"),
         ("metrics = [\"loss\"]", "report.metrics", "needs `report.flows`"),
+        ("average = \"seed\"", "report.average", "not a grid key"),
+        (
+            "x = \"topology.links.1.loss\"\naverage = \"topology.links.1.loss\"",
+            "report.average",
+            "cannot also be",
+        ),
     ];
     for (report, key, why) in cases {
         let e = load(report).unwrap_err().to_string();

@@ -302,7 +302,7 @@ fn several_sweeps_with_reports() {
                  \"flow.1.rate\" = [\"10Mbps\", \"20Mbps\"]\n\
                  [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n\
                  [report]\nx = \"flow.1.rate\"\naverage = \"seed\"\n\
-                 flows = { bulk = 0, udp = 1 }\nmetrics = [\"completion\", \"loss\"]\n";
+                 flows = { bulk = 0, udp = 1 }\nmetrics = [\"completion\", \"loss\", \"mathis\"]\n";
     std::fs::write(dir.join("other.sweep.toml"), other).unwrap();
     let o = longhaul(
         &["sim", "run", "study", "--out", "out", "--quiet"],
@@ -328,12 +328,21 @@ fn several_sweeps_with_reports() {
     );
     assert!(md.contains("## loss rate"), "{md}");
     assert!(md.contains("mean over the values of `seed`"), "{md}");
-    // Two seeds averaged into each of the two rates, in two tables.
+    // The Mathis bound exists for the TCP flow only.
+    let mathis = &md[md.find("## Mathis bound").expect(&md)..];
+    let row = mathis
+        .lines()
+        .find(|l| l.starts_with("| flow.1.rate="))
+        .unwrap();
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert!(cells[2].parse::<f64>().is_ok_and(|v| v > 0.0), "{row}");
+    assert_eq!(cells[3], "-", "{row}");
+    // Two seeds averaged into each of the two rates, in three tables.
     assert_eq!(
         md.lines()
             .filter(|l| l.starts_with("| flow.1.rate="))
             .count(),
-        4,
+        6,
         "{md}"
     );
     assert!(

@@ -70,6 +70,17 @@ impl PointResult {
             Metric::Completion => f.completion_time_s,
             Metric::MeanDelay => f.mean_delay_ms,
             Metric::MaxDelay => f.max_delay_ms,
+            Metric::Mathis => {
+                let rtt_s = f.srtt_ms? / 1e3;
+                let sent = f.data_segments_sent? as f64;
+                let p = if sent > 0.0 {
+                    f.retransmits? as f64 / sent
+                } else {
+                    0.0
+                };
+                let p = if p > 0.0 { p } else { 1e-6 };
+                (rtt_s > 0.0).then(|| 0.866 * 1000.0 * 8.0 / (rtt_s * p.sqrt()) / 1e6)
+            }
         }
     }
 

@@ -130,15 +130,20 @@ pub enum Metric {
     MeanDelay,
     /// Largest one-way delay, ms (UDP).
     MaxDelay,
+    /// The Mathis bound with delayed ACKs, `0.866 * B / (R * sqrt(p))` in Mb/s, as the
+    /// DiffServ study computes it: B = 1000 bytes, R the flow's smoothed RTT, p its
+    /// retransmitted share of segments, and 1e-6 where p = 0 (TCP).
+    Mathis,
 }
 
 impl Metric {
-    const ALL: [(&'static str, Metric); 5] = [
+    const ALL: [(&'static str, Metric); 6] = [
         ("goodput", Metric::Goodput),
         ("loss", Metric::Loss),
         ("completion", Metric::Completion),
         ("mean_delay", Metric::MeanDelay),
         ("max_delay", Metric::MaxDelay),
+        ("mathis", Metric::Mathis),
     ];
 
     /// Its name in sweep files and file names.
@@ -157,6 +162,7 @@ impl Metric {
             Metric::Completion => "completion time (s)",
             Metric::MeanDelay => "mean one-way delay (ms)",
             Metric::MaxDelay => "largest one-way delay (ms)",
+            Metric::Mathis => "Mathis bound (Mb/s)",
         }
     }
 }

@@ -302,7 +302,8 @@ fn several_sweeps_with_reports() {
                  \"flow.1.rate\" = [\"10Mbps\", \"20Mbps\"]\n\
                  [[variant]]\nname = \"reno\"\n\"flow.0.cc\" = \"newreno\"\n\
                  [report]\nx = \"flow.1.rate\"\naverage = \"seed\"\n\
-                 flows = { bulk = 0, udp = 1 }\nmetrics = [\"completion\", \"loss\", \"mathis\"]\n";
+                 flows = { bulk = 0, udp = 1 }\nmetrics = [\"completion\", \"loss\", \"mathis\"]\n\
+                 together = [[\"goodput\", \"mathis\"]]\npreface = \"Paper: *it holds*.\"\n";
     std::fs::write(dir.join("other.sweep.toml"), other).unwrap();
     let o = longhaul(
         &["sim", "run", "study", "--out", "out", "--quiet"],
@@ -328,6 +329,12 @@ fn several_sweeps_with_reports() {
     );
     assert!(md.contains("## loss rate"), "{md}");
     assert!(md.contains("mean over the values of `seed`"), "{md}");
+    assert!(md.starts_with("# other\n\nPaper: *it holds*.\n"), "{md}");
+    assert!(
+        out.join("other/plots/goodput+mathis-vs-flow.1.rate.png")
+            .exists(),
+        "{md}"
+    );
     // The Mathis bound exists for the TCP flow only.
     let mathis = &md[md.find("## Mathis bound").expect(&md)..];
     let row = mathis

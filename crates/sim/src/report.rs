@@ -360,11 +360,19 @@ fn write_plots(
                 groups.push(others);
             }
         }
-        for metric in &rep.metrics {
+        // Each metric alone, then each group the report wants drawn together.
+        let sets: Vec<Vec<Metric>> = rep
+            .metrics
+            .iter()
+            .map(|m| vec![*m])
+            .chain(rep.together.iter().cloned())
+            .collect();
+        for set in &sets {
             for g in &groups {
-                let series: Vec<Series> = cols
+                let series: Vec<Series> = set
                     .iter()
-                    .map(|col| {
+                    .flat_map(|metric| cols.iter().map(move |col| (metric, col)))
+                    .map(|(metric, col)| {
                         let mut points: Vec<(f64, f64)> = t
                             .rows
                             .iter()
@@ -384,28 +392,35 @@ fn write_plots(
                             .collect();
                         points.sort_by(|a, b| a.0.total_cmp(&b.0));
                         Series {
-                            label: col.label.clone(),
+                            label: if set.len() == 1 {
+                                col.label.clone()
+                            } else {
+                                format!("{} {}", col.label, metric.name())
+                            },
                             points,
                         }
                     })
                     .collect();
                 let xl = rep.label(x);
+                let what: Vec<&str> = set.iter().map(|m| m.describe()).collect();
+                let what = what.join(", ");
                 // Total goodput keeps the short names; per-flow metrics say which.
                 let m = if rep.flows.is_empty() {
                     String::new()
                 } else {
-                    format!("{}-", metric.name())
+                    let names: Vec<&str> = set.iter().map(|m| m.name()).collect();
+                    format!("{}-", names.join("+"))
                 };
                 let (file, title) = if g.is_empty() {
                     (
                         format!("plots/{m}vs-{}.png", file_safe(xl)),
-                        format!("{}: {} against {xl}", sw.name, metric.describe()),
+                        format!("{}: {what} against {xl}", sw.name),
                     )
                 } else {
                     let name = row_name(sw, g);
                     (
                         format!("plots/{m}vs-{}-{}.png", file_safe(xl), file_safe(&name)),
-                        format!("{}: {} against {xl}, {name}", sw.name, metric.describe()),
+                        format!("{}: {what} against {xl}, {name}", sw.name),
                     )
                 };
                 let x_label = if rep.log_x {
@@ -414,15 +429,8 @@ fn write_plots(
                     xl.to_string()
                 };
                 std::fs::create_dir_all(&dir)?;
-                plot::draw_xy(
-                    &out.join(&file),
-                    &title,
-                    &x_label,
-                    metric.describe(),
-                    &series,
-                    false,
-                )
-                .map_err(io::Error::other)?;
+                plot::draw_xy(&out.join(&file), &title, &x_label, &what, &series, false)
+                    .map_err(io::Error::other)?;
                 written.push(file);
             }
         }
@@ -433,6 +441,10 @@ fn write_plots(
 fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) -> String {
     let rep = &sw.report;
     let mut md = format!("# {}\n\n", sw.name);
+    if let Some(p) = &rep.preface {
+        md.push_str(p.trim_end());
+        md.push_str("\n\n");
+    }
     if !rep.flows.is_empty() {
         per_flow_tables(&mut md, sw, t, results);
         plot_list(&mut md, plots);

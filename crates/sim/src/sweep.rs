@@ -32,6 +32,8 @@
 //! average = "seed"                  # a grid key averaged over (not a row of its own)
 //! flows = { EF = 0, BE = 1 }        # report these flows one by one, not the total
 //! metrics = ["goodput", "loss"]     # ... with these figures
+//! together = [["goodput", "mathis"]] # also drawn in one plot
+//! preface = "The paper saw ..."     # markdown at the top of results.md
 //! source = "Paper, Figs. 7-10"      # where the published figures come from
 //! [[report.expected]]               # a published figure per variant at a grid point
 //! point = { "topology.links.1.delay" = "0.5ms", "topology.links.1.loss" = 0.0 }
@@ -115,6 +117,9 @@ struct ReportFile {
     #[serde(default)]
     metrics: Vec<String>,
     average: Option<String>,
+    #[serde(default)]
+    together: Vec<Vec<String>>,
+    preface: Option<String>,
 }
 
 /// A per-flow figure the report can tabulate and plot.
@@ -198,6 +203,10 @@ pub struct Report {
     pub metrics: Vec<Metric>,
     /// A grid key (such as `seed`) whose points are averaged into one.
     pub average: Option<String>,
+    /// Metrics also drawn together, one plot per group.
+    pub together: Vec<Vec<Metric>>,
+    /// Markdown put at the top of `results.md` (say, the paper's observations).
+    pub preface: Option<String>,
 }
 
 /// A published figure per variant at one grid point.
@@ -512,16 +521,36 @@ fn load_report(
             ));
         }
     }
+    let metric = |key: String, m: &str| {
+        Metric::ALL
+            .iter()
+            .find(|x| x.0 == m)
+            .map(|x| x.1)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Metric::ALL.iter().map(|x| x.0).collect();
+                err(
+                    key,
+                    format!("unknown `{m}`: use one of {}", names.join(", ")),
+                )
+            })
+    };
     let mut metrics = vec![];
     for (i, m) in r.metrics.iter().enumerate() {
-        let Some(&(_, metric)) = Metric::ALL.iter().find(|x| x.0 == m) else {
-            let names: Vec<&str> = Metric::ALL.iter().map(|x| x.0).collect();
-            return Err(err(
-                format!("report.metrics[{i}]"),
-                format!("unknown `{m}`: use one of {}", names.join(", ")),
-            ));
-        };
-        metrics.push(metric);
+        metrics.push(metric(format!("report.metrics[{i}]"), m)?);
+    }
+    let mut together = vec![];
+    for (i, group) in r.together.iter().enumerate() {
+        let mut g = vec![];
+        for (j, m) in group.iter().enumerate() {
+            g.push(metric(format!("report.together[{i}][{j}]"), m)?);
+        }
+        together.push(g);
+    }
+    if !together.is_empty() && (r.flows.is_empty() || r.x.is_none()) {
+        return Err(err(
+            "report.together".into(),
+            "needs `report.flows` and `report.x`: it draws flows' metrics against x".into(),
+        ));
     }
     if !metrics.is_empty() && r.flows.is_empty() {
         return Err(err(
@@ -543,6 +572,8 @@ fn load_report(
         flows: r.flows.into_iter().collect(),
         metrics,
         average: r.average,
+        together,
+        preface: r.preface,
     })
 }
 

@@ -19,11 +19,12 @@
 //! a sweep uses.
 //!
 //! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT (the `longhaul-proto` engines),
-//! and UDP sources. Sweeps ([`sweep`]) run a grid of variants of a scenario and
-//! write a report ([`report`]).
+//! and UDP sources. Routers may run DiffServ ([`diffserv`]): ingress rules and an
+//! egress scheduler per link. Sweeps ([`sweep`]) run a grid of variants of a scenario
+//! and write a report ([`report`]).
 //!
-//! What it does not do (yet): SCTP, DiffServ routers and wireless hops come with
-//! their own issues; payload content is not carried.
+//! What it does not do (yet): SCTP and wireless hops come with their own issues;
+//! payload content is not carried.
 
 #![warn(missing_docs)]
 

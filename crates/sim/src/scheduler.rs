@@ -48,7 +48,7 @@ fn key(time: Instant, seq: u64) -> u128 {
     (u128::from(time.as_nanos()) << 64) | u128::from(seq)
 }
 
-/// A deterministic event list: a binary min-heap of [`Entry`] in a `Vec`, fronted by
+/// A deterministic event list: a binary min-heap of `Entry` in a `Vec`, fronted by
 /// a one-entry "next" slot.
 ///
 /// The slot holds an entry earlier than everything in the heap. Most events a

@@ -1,16 +1,19 @@
-//! DiffServ building blocks for routers: meters and policers ([`meter`]) and egress
-//! schedulers ([`sched`]).
+//! DiffServ for routers: meters and policers ([`meter`]), ingress rules that classify,
+//! meter and mark ([`policy`]), and egress schedulers ([`sched`]).
 //!
 //! What is here: Cisco CAR (a token bucket with normal and extended burst and the
-//! compounded-debt rule), srTCM (RFC 2697) and trTCM (RFC 2698), colour-blind and
-//! colour-aware; a strict-priority queue policed at its rate only under congestion
+//! compounded-debt rule), srTCM (RFC 2697) and trTCM (RFC 2698); first-match ingress
+//! rules on addresses, protocol, ports and DSCP with per-colour actions (transmit,
+//! re-mark, drop); a strict-priority queue policed at its rate only under congestion
 //! (Cisco LLQ) in front of deficit round robin over classes with quanta proportional
-//! to their bandwidth and per-class DropTail limits.
+//! to their bandwidth and per-class DropTail limits. A [`crate::link::Link`] runs the
+//! scheduler when its scenario gives it an `egress`; the simulation applies a node's
+//! rules to packets arriving from links.
 //!
-//! What is not (yet): the classifier and marker at a router's ingress, the scenario
-//! syntax that places policies on routers, and the link that runs a scheduler
-//! instead of the FIFO of [`crate::link`] (issue 5). Everything here is a plain value
-//! driven with an explicit `now`, like the engines, so it is tested on its own.
+//! What is not (yet): colour-aware metering from the scenario (the meters support it;
+//! no scenario key says which DSCPs carry which colour), WRED, and shaping.
+//! Everything here is a plain value driven with an explicit `now`, like the engines,
+//! so it is tested on its own.
 
 pub mod meter;
 pub mod policy;

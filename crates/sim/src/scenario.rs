@@ -38,7 +38,7 @@ use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
-use crate::diffserv::policy::{Action, Match, MeterSpec, RuleSpec};
+use crate::diffserv::policy::{Action, Match, MeterSpec, PreColors, RuleSpec};
 use crate::diffserv::sched::{ClassConfig, LlqConfig};
 use crate::link::EgressSpec;
 use crate::loss::LossModel;
@@ -130,6 +130,17 @@ struct IngressFile {
     conform: Option<ActionFile>,
     exceed: Option<ActionFile>,
     violate: Option<ActionFile>,
+    /// Colour-aware metering: the DSCPs that arrive yellow and red.
+    colors: Option<ColorsFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ColorsFile {
+    #[serde(default)]
+    yellow: Vec<u8>,
+    #[serde(default)]
+    red: Vec<u8>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -832,12 +843,36 @@ impl Loader<'_> {
             }
             _ => [conform, exceed, action("violate", &r.violate, exceed)?],
         };
+        let aware = match &r.colors {
+            None => None,
+            Some(c) => {
+                if !matches!(
+                    r.meter,
+                    Some(MeterFile::Srtcm { .. } | MeterFile::Trtcm { .. })
+                ) {
+                    return Err(self.err(
+                        format!("{key}.colors"),
+                        "colour-aware metering needs an srtcm or trtcm meter",
+                    ));
+                }
+                for (k, list) in [("yellow", &c.yellow), ("red", &c.red)] {
+                    for &d in list.iter() {
+                        self.dscp(&format!("{key}.colors.{k}"), d)?;
+                    }
+                }
+                Some(PreColors {
+                    yellow: c.yellow.clone(),
+                    red: c.red.clone(),
+                })
+            }
+        };
         Ok(RuleSpec {
             node,
             matches,
             set_dscp: dscp(format!("{key}.set_dscp"), r.set_dscp)?,
             meter,
             actions,
+            aware,
         })
     }
 

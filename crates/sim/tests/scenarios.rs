@@ -219,6 +219,10 @@ fn errors_name_the_file_the_key_and_the_fix() {
             base() + "[[ingress]]\nnode = \"n1\"\nset_dscp = 99\n",
             &["ingress[0].set_dscp", "0 to 63"],
         ),
+        (
+            base() + "[[ingress]]\nnode = \"n1\"\ncolors = { yellow = [12] }\n",
+            &["ingress[0].colors", "srtcm or trtcm"],
+        ),
     ];
     for (text, needles) in cases {
         let msg = err(&text);

@@ -10,8 +10,7 @@
 //! scheduler when its scenario gives it an `egress`; the simulation applies a node's
 //! rules to packets arriving from links.
 //!
-//! What is not (yet): colour-aware metering from the scenario (the meters support it;
-//! no scenario key says which DSCPs carry which colour), WRED, and shaping.
+//! What is not (yet): WRED, and shaping.
 //! Everything here is a plain value driven with an explicit `now`, like the engines,
 //! so it is tested on its own.
 

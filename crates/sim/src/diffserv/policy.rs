@@ -105,6 +105,31 @@ pub struct RuleSpec {
     pub meter: Option<MeterSpec>,
     /// Actions for green, yellow and red.
     pub actions: [Action; 3],
+    /// Colour-aware metering (srTCM, trTCM): the DSCPs that arrive yellow and red;
+    /// `None` is colour-blind.
+    pub aware: Option<PreColors>,
+}
+
+/// Which incoming DSCPs carry which colour, for colour-aware meters (say AF12 and
+/// AF13 as yellow and red).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreColors {
+    /// DSCPs that arrive yellow.
+    pub yellow: Vec<u8>,
+    /// DSCPs that arrive red.
+    pub red: Vec<u8>,
+}
+
+impl PreColors {
+    fn of(&self, dscp: u8) -> Color {
+        if self.red.contains(&dscp) {
+            Color::Red
+        } else if self.yellow.contains(&dscp) {
+            Color::Yellow
+        } else {
+            Color::Green
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -136,6 +161,11 @@ pub struct Rule {
 impl Rule {
     /// A rule with full buckets at `now`.
     pub fn new(spec: RuleSpec, now: Instant) -> Rule {
+        let mode = if spec.aware.is_some() {
+            Mode::ColorAware
+        } else {
+            Mode::ColorBlind
+        };
         let meter = spec.meter.map(|m| match m {
             MeterSpec::Car {
                 rate,
@@ -143,10 +173,10 @@ impl Rule {
                 extended_burst,
             } => AnyMeter::Car(Car::new(rate, normal_burst, extended_burst, now)),
             MeterSpec::SrTcm { cir, cbs, ebs } => {
-                AnyMeter::SrTcm(SrTcm::new(cir, cbs, ebs, Mode::ColorBlind, now))
+                AnyMeter::SrTcm(SrTcm::new(cir, cbs, ebs, mode, now))
             }
             MeterSpec::TrTcm { pir, pbs, cir, cbs } => {
-                AnyMeter::TrTcm(TrTcm::new(pir, pbs, cir, cbs, Mode::ColorBlind, now))
+                AnyMeter::TrTcm(TrTcm::new(pir, pbs, cir, cbs, mode, now))
             }
         });
         Rule {
@@ -159,11 +189,16 @@ impl Rule {
     /// Applies the rule to a matching packet of `bytes` (its IPv4 header in `hdr`):
     /// returns false if it is to be dropped; marks it otherwise.
     pub fn apply(&mut self, now: Instant, hdr: &mut [u8], bytes: u32) -> bool {
+        let incoming = self
+            .spec
+            .aware
+            .as_ref()
+            .map_or(Color::Green, |c| c.of(hdr[1] >> 2));
         let color = match &mut self.meter {
             None => Color::Green,
             Some(AnyMeter::Car(m)) => m.meter(now, u64::from(bytes)),
-            Some(AnyMeter::SrTcm(m)) => m.meter(now, u64::from(bytes), Color::Green),
-            Some(AnyMeter::TrTcm(m)) => m.meter(now, u64::from(bytes), Color::Green),
+            Some(AnyMeter::SrTcm(m)) => m.meter(now, u64::from(bytes), incoming),
+            Some(AnyMeter::TrTcm(m)) => m.meter(now, u64::from(bytes), incoming),
         };
         let i = color as usize;
         self.stats.colored[i] += 1;
@@ -234,6 +269,7 @@ mod tests {
                 extended_burst: 2000,
             }),
             actions: [Action::Transmit, Action::Drop, Action::Drop],
+            aware: None,
         };
         let mut r = Rule::new(spec, Instant::ZERO);
         let mut h = udp_header();
@@ -261,6 +297,7 @@ mod tests {
                 ebs: 1000,
             }),
             actions: [Action::Transmit, Action::Remark(12), Action::Drop],
+            aware: None,
         };
         let mut r = Rule::new(spec, Instant::ZERO);
         let mut h = udp_header();
@@ -269,6 +306,37 @@ mod tests {
         assert!(r.apply(Instant::ZERO, &mut h, 1000));
         assert_eq!(h[1] >> 2, 12);
         assert!(!r.apply(Instant::ZERO, &mut h, 1000));
+        assert_eq!(r.stats.colored, [1, 1, 1]);
+    }
+
+    /// Colour-aware: a packet arriving as AF12 (yellow) is never coloured green, even
+    /// with tokens to spare.
+    #[test]
+    fn colour_aware_rule_keeps_incoming_colours() {
+        let spec = RuleSpec {
+            node: 1,
+            matches: Match::default(),
+            set_dscp: None,
+            meter: Some(MeterSpec::TrTcm {
+                pir: Bandwidth::from_mbps(8),
+                pbs: 10_000,
+                cir: Bandwidth::from_mbps(8),
+                cbs: 10_000,
+            }),
+            actions: [Action::Transmit, Action::Remark(12), Action::Drop],
+            aware: Some(PreColors {
+                yellow: vec![12],
+                red: vec![14],
+            }),
+        };
+        let mut r = Rule::new(spec, Instant::ZERO);
+        let mut h = udp_header();
+        h[1] = 12 << 2;
+        assert!(r.apply(Instant::ZERO, &mut h, 1000));
+        h[1] = 14 << 2;
+        assert!(!r.apply(Instant::ZERO, &mut h, 1000));
+        h[1] = 10 << 2;
+        assert!(r.apply(Instant::ZERO, &mut h, 1000));
         assert_eq!(r.stats.colored, [1, 1, 1]);
     }
 }

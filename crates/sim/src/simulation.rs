@@ -71,6 +71,8 @@ pub struct Simulation {
     /// order as (node, index in that node's list).
     ingress: Vec<Vec<Rule>>,
     ingress_order: Vec<(usize, usize)>,
+    /// Whether any node has rules (one flag on the per-packet path).
+    any_ingress: bool,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
     // Series.
@@ -249,6 +251,7 @@ impl Simulation {
             ingress[r.node].push(Rule::new(r.clone(), Instant::ZERO));
         }
         Ok(Simulation {
+            any_ingress: !ingress_order.is_empty(),
             ingress,
             ingress_order,
             cfg,
@@ -305,7 +308,7 @@ impl Simulation {
             w.write(now, self.pool.get(pkt));
         }
         let node = self.links[l].to;
-        if !self.ingress[node].is_empty() && !self.police(now, node, pkt) {
+        if self.any_ingress && !self.police(now, node, pkt) {
             self.pool.free(pkt);
             return;
         }

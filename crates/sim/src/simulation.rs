@@ -332,11 +332,17 @@ impl Simulation {
     /// A scheduled link's transmitter is free: the next waiting packet goes.
     fn on_tx_done(&mut self, now: Instant, l: u32) {
         if let Some((arrival, done)) = self.links[l as usize].start_next(now) {
-            if let Some(t) = arrival {
-                self.sched.schedule(t, Event::LinkArrival(l));
-            }
-            self.sched.schedule(done, Event::LinkTxDone(l));
+            self.transmitting(l, arrival, done);
         }
+    }
+
+    /// A scheduled link started sending a packet: its arrival at the far end (if the
+    /// link had nothing in flight) and the end of its transmission are events.
+    fn transmitting(&mut self, l: u32, arrival: Option<Instant>, done: Instant) {
+        if let Some(t) = arrival {
+            self.sched.schedule(t, Event::LinkArrival(l));
+        }
+        self.sched.schedule(done, Event::LinkTxDone(l));
     }
 
     /// A packet reaches `node`: consume it there or forward it.
@@ -363,12 +369,7 @@ impl Simulation {
         if self.links[l as usize].is_scheduled() {
             let dscp = p.dscp();
             match self.links[l as usize].enqueue_scheduled(now, pkt, size, dscp) {
-                Scheduled::Started { arrival, done } => {
-                    if let Some(t) = arrival {
-                        self.sched.schedule(t, Event::LinkArrival(l));
-                    }
-                    self.sched.schedule(done, Event::LinkTxDone(l));
-                }
+                Scheduled::Started { arrival, done } => self.transmitting(l, arrival, done),
                 Scheduled::Queued => {}
                 Scheduled::Lost | Scheduled::Overflow | Scheduled::Policed => self.pool.free(pkt),
             }

@@ -10,8 +10,7 @@
 //!
 //! This crate holds no state and allocates nothing on the parse path; it never panics
 //! on input. It knows IPv4 (RFC 791), TCP (RFC 9293, with the MSS, window scale, SACK
-//! permitted and SACK options of RFC 7323 and RFC 2018) and UDP (RFC 768). UDT and
-//! SCTP come with their engines.
+//! permitted and SACK options of RFC 7323 and RFC 2018) and UDP (RFC 768), UDT (4.11) and SCTP (RFC 9260).
 //!
 //! **Elided payloads.** The simulator carries real header bytes and only the *length*
 //! of a payload. A datagram whose IPv4 total length runs past the end of the buffer is
@@ -23,6 +22,7 @@
 
 pub mod checksum;
 pub mod ipv4;
+pub mod sctp;
 pub mod tcp;
 pub mod udp;
 pub mod udt;

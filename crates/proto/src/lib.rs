@@ -19,6 +19,7 @@
 
 pub mod cc;
 pub mod rtt;
+pub mod sctp;
 pub mod seq;
 pub mod tcp;
 

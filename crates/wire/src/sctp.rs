@@ -580,9 +580,7 @@ impl<'a> ChunkRepr<'a> {
             ChunkRepr::Abort { causes, .. } | ChunkRepr::Error { causes } => causes.len(),
             ChunkRepr::Shutdown { .. } => 4,
             ChunkRepr::CookieEcho { cookie } => cookie.len(),
-            ChunkRepr::ShutdownAck
-            | ChunkRepr::CookieAck
-            | ChunkRepr::ShutdownComplete { .. } => 0,
+            ChunkRepr::ShutdownAck | ChunkRepr::CookieAck | ChunkRepr::ShutdownComplete { .. } => 0,
             ChunkRepr::Unknown { value, .. } => value.len(),
         };
         CHUNK_HEADER_LEN + value
@@ -678,9 +676,7 @@ impl<'a> ChunkRepr<'a> {
             | ChunkRepr::CookieEcho { cookie: b }
             | ChunkRepr::Unknown { value: b, .. } => v[..b.len()].copy_from_slice(b),
             ChunkRepr::Shutdown { cum_tsn } => v[0..4].copy_from_slice(&cum_tsn.to_be_bytes()),
-            ChunkRepr::ShutdownAck
-            | ChunkRepr::CookieAck
-            | ChunkRepr::ShutdownComplete { .. } => {}
+            ChunkRepr::ShutdownAck | ChunkRepr::CookieAck | ChunkRepr::ShutdownComplete { .. } => {}
         }
         buf[len..].fill(0);
         total

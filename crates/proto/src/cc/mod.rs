@@ -13,11 +13,13 @@
 mod ar_udt;
 mod cubic;
 mod new_reno;
+mod sctp;
 mod udt;
 
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
 pub use cubic::{Cubic, CubicConfig};
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig};
+pub use sctp::{SctpCc, SctpCcProfile};
 pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};
 
 use crate::time::{Duration, Instant};

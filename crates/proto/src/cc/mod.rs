@@ -18,7 +18,7 @@ mod udt;
 
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
 pub use cubic::{Cubic, CubicConfig};
-pub use new_reno::{Avoidance, NewReno, NewRenoConfig};
+pub use new_reno::{Avoidance, NewReno, NewRenoConfig, SlowStart};
 pub use sctp::{SctpCc, SctpCcProfile};
 pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};
 

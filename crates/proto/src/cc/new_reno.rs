@@ -20,11 +20,24 @@ pub enum Avoidance {
     PerAck,
 }
 
+/// How cwnd grows in slow start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SlowStart {
+    /// `cwnd += min(N, SMSS)` per ACK of new data (RFC 5681 eq. 2).
+    #[default]
+    ByteCounting,
+    /// `cwnd += SMSS` per ACK of new data, however little it acknowledges (RFC 2581,
+    /// and Linux before appropriate byte counting: `snd_cwnd++` per ACK).
+    PerAck,
+}
+
 /// NewReno's parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NewRenoConfig {
     /// Congestion-avoidance increase rule.
     pub avoidance: Avoidance,
+    /// Slow-start increase rule.
+    pub slow_start: SlowStart,
 }
 
 /// RFC 5681 slow start and congestion avoidance.
@@ -67,7 +80,11 @@ impl CongestionControl for NewReno {
             //# During slow start, a TCP increments cwnd by at most SMSS bytes for
             //# each ACK received that cumulatively acknowledges new data.
             //# cwnd += min (N, SMSS)                      (2)
-            self.cwnd += ack.bytes_acked.min(self.smss);
+            self.cwnd += match self.config.slow_start {
+                SlowStart::ByteCounting => ack.bytes_acked.min(self.smss),
+                SlowStart::PerAck if ack.bytes_acked > 0 => self.smss,
+                SlowStart::PerAck => 0,
+            };
         } else {
             match self.config.avoidance {
                 Avoidance::ByteCounting => {
@@ -159,9 +176,24 @@ mod tests {
     }
 
     #[test]
+    fn slow_start_per_ack_adds_a_segment_however_little_is_acknowledged() {
+        let per_ack = NewRenoConfig {
+            slow_start: SlowStart::PerAck,
+            ..Default::default()
+        };
+        let mut c = NewReno::new(per_ack, SMSS, 3 * SMSS);
+        c.on_ack(Instant::ZERO, &ack(4));
+        assert_eq!(c.window(), 4 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 3 * SMSS);
+        c.on_ack(Instant::ZERO, &ack(4));
+        assert_eq!(c.window(), 3 * SMSS + 4, "byte counting: min(N, SMSS)");
+    }
+
+    #[test]
     fn per_ack_increase_is_rfc5681_equation_3() {
         let cfg = NewRenoConfig {
             avoidance: Avoidance::PerAck,
+            ..Default::default()
         };
         // cwnd = ssthresh = 10 SMSS after the loss. Five delayed ACKs (two segments
         // each) cover one window: SMSS^2/cwnd each, about SMSS/2 per RTT in all

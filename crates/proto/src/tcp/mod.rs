@@ -111,6 +111,11 @@ pub struct TcpConfig {
     pub dscp: u8,
     /// Checksums on emit and parse (the simulator turns them off on its hot path).
     pub checksum: Checksum,
+    /// Linux's Nagle with Minshall's change, for an application that writes a burst
+    /// at once: the first write leaves at once, its tail as a short segment (no short
+    /// segment is yet unacknowledged), and later bytes coalesce into full segments
+    /// behind it. Off: every short segment waits for [`TcpConnection::close`].
+    pub push_first_write: bool,
     /// Header prediction: handle the two common segments (in-order data, a plain
     /// cumulative ACK) without the general parser. Results are identical either way
     /// (a test holds them to that); the switch exists so that they can be compared.
@@ -135,6 +140,31 @@ impl Default for TcpConfig {
             dscp: 0,
             checksum: Checksum::Both,
             header_prediction: true,
+            push_first_write: false,
+        }
+    }
+}
+
+impl TcpConfig {
+    /// The study's Linux 2.6.15 sender (SCTP slow-start study): MSS 1448
+    /// (timestamps on), an initial window of 3 segments (`tcp_init_cwnd` rounds RFC
+    /// 3390's 4380 bytes down to whole 1448-byte segments), slow start adding one
+    /// segment per ACK (`tcp_abc` off), quick ACKs at the start of a connection
+    /// (modelled as ACK every segment), a 200 ms minimum RTO, and Minshall's Nagle
+    /// ([`push_first_write`](Self::push_first_write)). Congestion avoidance was BIC on
+    /// that kernel; the study never leaves slow start, so NewReno stands in.
+    pub fn linux_2_6_15() -> Self {
+        TcpConfig {
+            mss: 1448,
+            initial_window: InitialWindow::Segments(3),
+            cc: CcAlgorithm::NewReno(crate::cc::NewRenoConfig {
+                slow_start: crate::cc::SlowStart::PerAck,
+                ..Default::default()
+            }),
+            rto: RtoConfig::LINUX,
+            ack: AckPolicy::EVERY_SEGMENT,
+            push_first_write: true,
+            ..TcpConfig::default()
         }
     }
 }
@@ -276,6 +306,14 @@ pub struct TcpConnection {
 
     events: VecDeque<Event>,
     stats: TcpStats,
+    /// Slow-start rounds: the round new data is sent in now, the (end offset, round)
+    /// of the data sent so far but not acknowledged, and bytes sent per round.
+    send_round: u32,
+    /// Length of the application's first write, with `push_first_write`.
+    first_write: Option<u64>,
+    round_marks: VecDeque<(u64, u32)>,
+    round_front_start: u64,
+    round_bytes: Vec<u64>,
     /// IPv4 and TCP headers of an option-less ACK-bearing segment of this
     /// connection, built once established: most segments are this template with
     /// the sequence, acknowledgement, window and length patched in.
@@ -339,6 +377,11 @@ impl TcpConnection {
             delack_at: None,
             events: VecDeque::new(),
             stats: TcpStats::default(),
+            send_round: 1,
+            first_write: None,
+            round_marks: VecDeque::new(),
+            round_front_start: 0,
+            round_bytes: vec![],
             template: None,
         }
     }
@@ -370,6 +413,12 @@ impl TcpConnection {
     pub fn send(&mut self, bytes: u64) -> Result<(), SendError> {
         if self.closed {
             return Err(SendError::Closed);
+        }
+        if self.cfg.push_first_write && self.written == 0 && bytes > 0 && bytes != u64::MAX {
+            // The scoreboard is rebuilt with the negotiated MSS at establishment;
+            // it learns the first write then (or now, if already established).
+            self.first_write = Some(bytes);
+            self.board.set_first_segment(bytes);
         }
         self.written = self.written.saturating_add(bytes);
         Ok(())
@@ -422,6 +471,11 @@ impl TcpConnection {
     /// Whether a loss-recovery episode is under way.
     pub fn in_recovery(&self) -> bool {
         self.recovery.is_some()
+    }
+    /// Bytes of new data sent in each slow-start round: entry 0 is the initial
+    /// window, entry k the data released by acknowledgements of round k's data.
+    pub fn round_bytes(&self) -> &[u64] {
+        &self.round_bytes
     }
     /// Segments held on the sender's scoreboard (memory follows the window).
     pub fn scoreboard_len(&self) -> usize {
@@ -540,6 +594,9 @@ impl TcpConnection {
     fn establish(&mut self, now: Instant) {
         self.state = State::Established;
         self.board = Scoreboard::new(self.smss);
+        if let Some(w) = self.first_write {
+            self.board.set_first_segment(w);
+        }
         if self.closed {
             self.board.set_end(self.written);
         }
@@ -688,6 +745,23 @@ impl TcpConnection {
     /// general path and header prediction: scoreboard, RTT sample, timer.
     fn on_cumulative_ack(&mut self, now: Instant, una: u64, ack_off: u64) -> scoreboard::CumAck {
         let cum = self.board.on_cumulative_ack(ack_off);
+        // The round of the newest byte acknowledged: data sent from now on belongs
+        // to the round after it.
+        let mut newest = None;
+        while let Some(&(end, round)) = self.round_marks.front() {
+            if end > ack_off {
+                if self.round_front_start < ack_off {
+                    newest = Some(round);
+                }
+                break;
+            }
+            newest = Some(round);
+            self.round_front_start = end;
+            self.round_marks.pop_front();
+        }
+        if let Some(r) = newest {
+            self.send_round = self.send_round.max(r + 1);
+        }
         if let Some(sent) = cum.rtt_sample_from {
             self.rtt.on_sample_nanos(now.nanos_since(sent));
         }
@@ -883,7 +957,8 @@ impl TcpConnection {
 
         let max = self.board.max();
         let len = self.board.next_new_len();
-        let full_or_last = len == self.smss || (self.closed && max + len == self.written);
+        let full_or_last =
+            len == self.board.next_new_room() || (self.closed && max + len == self.written);
         if len > 0
             && full_or_last
             && max + len <= self.written
@@ -894,6 +969,7 @@ impl TcpConnection {
             self.board.on_send_new(now);
             self.cc.on_packet_sent(now, len, self.in_flight());
             self.stats.data_segments_sent += 1;
+            self.note_round(max + len, len);
             self.rto_at
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
@@ -914,6 +990,20 @@ impl TcpConnection {
             return Some(self.emit(buf, TcpControl::None, seq, 0));
         }
         None
+    }
+
+    /// Books `len` new bytes ending at `end` to the current round.
+    fn note_round(&mut self, end: u64, len: u64) {
+        let r = self.send_round;
+        match self.round_marks.back_mut() {
+            Some(last) if last.1 == r => last.0 = end,
+            _ => self.round_marks.push_back((end, r)),
+        }
+        let i = r as usize - 1;
+        if self.round_bytes.len() <= i {
+            self.round_bytes.resize(i + 1, 0);
+        }
+        self.round_bytes[i] += len;
     }
 
     fn emit(

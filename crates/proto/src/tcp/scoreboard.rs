@@ -54,6 +54,12 @@ pub struct Scoreboard {
     mss: u64,
     /// Stream length if known (the last segment may be short).
     end: u64,
+    /// Where stream byte 0 sits on the segment grid: segments are cut at multiples of
+    /// the MSS from `-base`, so the first one is `mss - base` bytes long (0 unless
+    /// [`set_first_segment`](Self::set_first_segment) was called). Every offset kept
+    /// inside is on that grid ("virtual"); the public methods take and return stream
+    /// offsets.
+    base: u64,
     /// Index of the segment at `segs[0]`.
     front: u64,
     segs: VecDeque<Segment>,
@@ -72,6 +78,7 @@ impl Scoreboard {
         Scoreboard {
             mss,
             end: u64::MAX,
+            base: 0,
             front: 0,
             segs: VecDeque::new(),
             pipe: 0,
@@ -83,18 +90,45 @@ impl Scoreboard {
         }
     }
 
+    /// Makes the first segment `len % mss` bytes long (if that is not zero), so that
+    /// later segments end where a first write of `len` bytes ended. Only before
+    /// anything is sent.
+    pub fn set_first_segment(&mut self, len: u64) {
+        debug_assert!(self.segs.is_empty() && self.front == 0);
+        let old = self.base;
+        self.base = (self.mss - len % self.mss) % self.mss;
+        if self.end != u64::MAX {
+            self.end = self.end - old + self.base;
+        }
+        self.high_sacked = self.base;
+        self.lost_scan = self.base;
+        self.retx_scan = self.base;
+    }
+
     /// Sets the stream length once the application has closed it.
     pub fn set_end(&mut self, end: u64) {
-        self.end = end;
+        self.end = end.saturating_add(self.base);
+    }
+
+    fn una_v(&self) -> u64 {
+        (self.front * self.mss).max(self.base).min(self.end)
+    }
+    fn max_v(&self) -> u64 {
+        ((self.front + self.segs.len() as u64) * self.mss)
+            .max(self.base)
+            .min(self.end)
+    }
+    fn seg_start(&self, index: u64) -> u64 {
+        (index * self.mss).max(self.base)
     }
 
     /// Offset of the first unacknowledged byte (`SND.UNA`).
     pub fn una(&self) -> u64 {
-        (self.front * self.mss).min(self.end)
+        self.una_v() - self.base
     }
     /// Offset one past the highest byte sent (`SND.MAX`).
     pub fn max(&self) -> u64 {
-        ((self.front + self.segs.len() as u64) * self.mss).min(self.end)
+        self.max_v() - self.base
     }
     /// Bytes sent and not cumulatively acknowledged.
     pub fn outstanding(&self) -> u64 {
@@ -109,9 +143,9 @@ impl Scoreboard {
     pub fn sacked_bytes(&self) -> u64 {
         self.sacked_bytes
     }
-    /// One past the highest SACKed byte (at least `una`).
-    pub fn high_sacked(&self) -> u64 {
-        self.high_sacked.max(self.una())
+    /// The highest SACKed offset on the grid (at least `SND.UNA`).
+    fn high_sacked_v(&self) -> u64 {
+        self.high_sacked.max(self.una_v())
     }
     /// Segments tracked (memory is proportional to this).
     pub fn len(&self) -> usize {
@@ -124,14 +158,21 @@ impl Scoreboard {
     }
 
     fn seg_len(&self, index: u64) -> u64 {
-        let start = index * self.mss;
-        (start + self.mss).min(self.end) - start
+        ((index + 1) * self.mss).min(self.end) - self.seg_start(index)
     }
 
     /// Length of the next new segment starting at [`max`](Self::max).
     pub fn next_new_len(&self) -> u64 {
-        let start = self.max();
-        (start + self.mss).min(self.end).saturating_sub(start)
+        let start = self.max_v();
+        ((start / self.mss + 1) * self.mss)
+            .min(self.end)
+            .saturating_sub(start)
+    }
+
+    /// Room in the next new segment: the MSS, or less for a short first segment.
+    pub fn next_new_room(&self) -> u64 {
+        let start = self.max_v();
+        (start / self.mss + 1) * self.mss - start
     }
 
     /// Records a new segment sent at `now` at offset [`max`](Self::max).
@@ -150,8 +191,8 @@ impl Scoreboard {
     /// stream end). Offsets at or below `una` are ignored.
     pub fn on_cumulative_ack(&mut self, ack: u64) -> CumAck {
         let mut out = CumAck::default();
-        let upto = ack.min(self.max());
-        while self.una() < upto {
+        let upto = ack.saturating_add(self.base).min(self.max_v());
+        while self.una_v() < upto {
             let len = self.seg_len(self.front);
             let seg = self.segs.pop_front().expect("una < max");
             if seg.in_pipe() {
@@ -166,7 +207,7 @@ impl Scoreboard {
                 (seg.flags & EVER_RETRANS == 0 && seg.flags & SACKED == 0).then_some(seg.sent_at);
             self.front += 1;
         }
-        let una = self.una();
+        let una = self.una_v();
         self.lost_scan = self.lost_scan.max(una);
         self.retx_scan = self.retx_scan.max(una);
         out
@@ -217,7 +258,7 @@ impl Scoreboard {
                 }
             }
             for &(pl, pr) in &parts[..n] {
-                newly += self.on_sack_block(pl, pr);
+                newly += self.on_sack_block(pl + self.base, pr + self.base);
             }
         }
         self.sack_cache = [(0, 0); 4];
@@ -231,17 +272,21 @@ impl Scoreboard {
     /// `(una, max]` are clipped; only segments the block covers entirely are marked
     /// (the receiver never splits segments, but a cache remainder may start mid-way).
     fn on_sack_block(&mut self, left: u64, right: u64) -> u64 {
-        let left = left.max(self.una());
-        let right = right.min(self.max());
+        let left = left.max(self.una_v());
+        let right = right.min(self.max_v());
         if left >= right {
             return 0;
         }
-        let first = left.div_ceil(self.mss);
+        let first = if left <= self.base {
+            0
+        } else {
+            left.div_ceil(self.mss)
+        };
         let mut newly = 0;
         let mut i = first;
         while i < self.front + self.segs.len() as u64 {
             let len = self.seg_len(i);
-            if i * self.mss + len > right {
+            if self.seg_start(i) + len > right {
                 break;
             }
             let slot = &mut self.segs[(i - self.front) as usize];
@@ -257,7 +302,7 @@ impl Scoreboard {
             i += 1;
         }
         if newly > 0 {
-            self.high_sacked = self.high_sacked.max(i * self.mss).min(self.max());
+            self.high_sacked = self.high_sacked.max(i * self.mss).min(self.max_v());
         }
         newly
     }
@@ -266,9 +311,9 @@ impl Scoreboard {
     /// below the highest SACKed byte (a FACK-style reading of RFC 6675's IsLost(),
     /// chosen because it keeps the scan O(1) amortised). Returns bytes newly marked.
     pub fn detect_losses(&mut self, threshold_bytes: u64) -> u64 {
-        let limit = self.high_sacked().saturating_sub(threshold_bytes);
+        let limit = self.high_sacked_v().saturating_sub(threshold_bytes);
         let mut newly = 0;
-        while self.lost_scan < limit && self.lost_scan < self.max() {
+        while self.lost_scan < limit && self.lost_scan < self.max_v() {
             let i = self.lost_scan / self.mss;
             let len = self.seg_len(i);
             if self.lost_scan + len > limit {
@@ -287,7 +332,7 @@ impl Scoreboard {
             return 0;
         }
         let n = self.mark_lost(self.front);
-        self.lost_scan = self.lost_scan.max(self.una() + self.seg_len(self.front));
+        self.lost_scan = self.lost_scan.max(self.una_v() + self.seg_len(self.front));
         n
     }
 
@@ -311,8 +356,8 @@ impl Scoreboard {
             }
         }
         self.pipe = 0;
-        self.lost_scan = self.max();
-        self.retx_scan = self.una();
+        self.lost_scan = self.max_v();
+        self.retx_scan = self.una_v();
     }
 
     /// The next lost segment not yet retransmitted: `(offset, len)` (RFC 6675
@@ -323,7 +368,7 @@ impl Scoreboard {
             let seg = self.segs[(i - self.front) as usize];
             let len = self.seg_len(i);
             if seg.flags & LOST != 0 && seg.flags & (SACKED | RETRANS) == 0 {
-                return Some((i * self.mss, len));
+                return Some((self.seg_start(i) - self.base, len));
             }
             self.retx_scan += len;
         }
@@ -332,6 +377,7 @@ impl Scoreboard {
 
     /// Records the retransmission at `now` of the segment [`next_retransmit`] returned.
     pub fn on_retransmit(&mut self, now: Instant, offset: u64) {
+        let offset = offset + self.base;
         let i = offset / self.mss;
         let len = self.seg_len(i);
         let slot = &mut self.segs[(i - self.front) as usize];

@@ -302,3 +302,48 @@ fn header_prediction_is_invisible() {
         assert_eq!(fast.now, slow.now);
     }
 }
+
+/// Ten files of `file` bytes written round robin in 1460-byte messages: the first
+/// write is the first message of file 0, everything else follows at once.
+fn linux_files(file: u64, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
+    let mut p = Pair::new(TcpConfig::linux_2_6_15(), Duration::from_millis(10), drop);
+    let first = file.min(1460);
+    p.client.send(first).unwrap();
+    p.client.send(10 * file - first).unwrap();
+    p.client.close().unwrap();
+    p.drive(Instant::from_nanos(600_000_000_000));
+    p
+}
+
+#[test]
+fn linux_2_6_15_first_round_matches_the_studys_table_3() {
+    // The study's Table 3, TCP row: three segments of window, the first write's
+    // tail a segment of its own.
+    for (file, first_round) in [
+        (1000, 1000 + 2 * 1448),
+        (1350, 1350 + 2 * 1448),
+        (1448, 3 * 1448),
+        (1452, 1448 + 4 + 1448),
+        (5000, 1448 + 12 + 1448),
+    ] {
+        let p = linux_files(file, |_| false);
+        assert_eq!(p.client.round_bytes()[0], first_round, "file {file}");
+        assert_eq!(p.server.delivered_bytes(), 10 * file);
+        // Slow start with one segment per ACK and an ACK per segment: the round
+        // after the first carries twice as many segments.
+        if file >= 5000 {
+            assert_eq!(p.client.round_bytes()[1], 6 * 1448, "file {file}");
+        }
+    }
+}
+
+#[test]
+fn a_short_first_segment_survives_loss_and_sack_recovery() {
+    for drop in [1u64, 2, 7] {
+        let p = linux_files(13_500, move |n| n == drop);
+        assert_eq!(p.server.delivered_bytes(), 135_000, "drop {drop}");
+        assert_eq!(p.client.stats().retransmits, 1, "drop {drop}");
+        let total: u64 = p.client.round_bytes().iter().sum();
+        assert_eq!(total, 135_000, "every byte booked to one round once");
+    }
+}

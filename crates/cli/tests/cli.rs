@@ -407,3 +407,72 @@ fn readme_example_is_valid() {
     }
     assert!(checked >= 2, "the main example and the DiffServ one");
 }
+
+/// SCTP packets are captured whole: tshark dissects the association (INIT to
+/// SHUTDOWN-COMPLETE), finds every CRC32c good, and sees 1460-byte messages cut into
+/// DATA chunks of 1452 and 8 bytes (chunk lengths 1468 and 24).
+#[test]
+fn sctp_pcap_is_dissected_by_tshark_with_good_crc32c() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install tshark");
+        eprintln!("tshark not installed: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = r#"
+duration = "5s"
+[topology]
+kind = "chain"
+[[topology.links]]
+rate = "10Mbps"
+delay = "10ms"
+[[flow]]
+protocol = "sctp"
+profile = "linux-2.6.15"
+files = { count = 3, size = "5000B" }
+[outputs]
+pcap = ["link0", "link0.rev"]
+"#;
+    std::fs::write(tmp.path().join("s.toml"), scenario).unwrap();
+    let o = longhaul(
+        &["sim", "run", "s.toml", "--out", "r", "--quiet"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fields = |file: &str| {
+        let t = Command::new("tshark")
+            .current_dir(tmp.path())
+            .args(["-r", file, "-o", "sctp.checksum:CRC-32C", "-Y", "sctp"])
+            .args([
+                "-T",
+                "fields",
+                "-e",
+                "sctp.checksum.status",
+                "-e",
+                "sctp.chunk_type",
+            ])
+            .args(["-e", "sctp.chunk_length"])
+            .output()
+            .expect("tshark");
+        assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+        String::from_utf8_lossy(&t.stdout).into_owned()
+    };
+    let fwd = fields("r/link0.pcap");
+    let rev = fields("r/link0.rev.pcap");
+    let lines: Vec<&str> = fwd.lines().chain(rev.lines()).collect();
+    assert!(lines.len() > 10, "{lines:?}");
+    // Checksum status 1 = good (Wireshark's PROTO_CHECKSUM_E_GOOD).
+    assert!(lines.iter().all(|l| l.starts_with("1\t")), "{lines:?}");
+    let types: String = lines
+        .iter()
+        .map(|l| l.split('\t').nth(1).unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    for t in ["1", "2", "10", "11", "0", "3", "7", "8", "14"] {
+        assert!(
+            types.split(',').any(|x| x == t),
+            "chunk type {t} in {types}"
+        );
+    }
+    assert!(fwd.contains("1468") && fwd.contains("24"), "{fwd}");
+}

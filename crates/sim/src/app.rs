@@ -1,10 +1,42 @@
 //! Traffic: what flows a scenario runs, and their per-run state.
 
+use longhaul_proto::sctp::{SctpAssociation, SctpConfig};
 use longhaul_proto::tcp::{TcpConfig, TcpConnection};
 use longhaul_proto::udt::{UdtConnConfig, UdtConnection};
 use longhaul_proto::{Bandwidth, Duration, Instant};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// The SCTP study's workload: `count` files of `size` bytes, sent round robin one
+/// `message`-byte write at a time (a file's last write is what is left of it). Over
+/// SCTP each file has its own stream; over TCP the same writes share the byte stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Files {
+    /// Number of files.
+    pub count: u32,
+    /// Bytes per file.
+    pub size: u64,
+    /// Bytes per write.
+    pub message: u32,
+}
+
+impl Files {
+    /// All the bytes.
+    pub fn total(&self) -> u64 {
+        u64::from(self.count) * self.size
+    }
+    /// Number of writes.
+    pub fn write_count(&self) -> u64 {
+        self.size.div_ceil(u64::from(self.message)) * u64::from(self.count)
+    }
+    /// Write `k` (from 0) as (file, bytes): round `k / count` of file `k % count`.
+    pub fn write(&self, k: u64) -> (u32, u64) {
+        let m = u64::from(self.message);
+        let round = k / u64::from(self.count);
+        let file = (k % u64::from(self.count)) as u32;
+        (file, (self.size - round * m).min(m))
+    }
+}
 
 /// A TCP transfer: an endless backlog (bulk) or a finite number of bytes.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +51,27 @@ pub struct TcpFlowSpec {
     pub start: Instant,
     /// Bytes to send; `None` for an endless backlog.
     pub size: Option<u64>,
+    /// Round-robin files instead of one block of `size` bytes (then `size` is their
+    /// total): the first write matters to Linux's Nagle.
+    pub files: Option<Files>,
+}
+
+/// An SCTP association carrying round-robin files (one stream each) or a bulk
+/// transfer on stream 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SctpFlowSpec {
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// Association parameters (both ends).
+    pub config: SctpConfig,
+    /// When the client sends its INIT.
+    pub start: Instant,
+    /// What to send: files, or `None` for an endless backlog of messages.
+    pub files: Option<Files>,
+    /// Message size of the endless backlog.
+    pub message: u32,
 }
 
 /// A UDT (or AR-UDT) transfer over UDP: endless or a finite number of bytes.
@@ -75,6 +128,8 @@ pub enum FlowSpec {
     Udp(UdpFlowSpec),
     /// UDT.
     Udt(UdtFlowSpec),
+    /// SCTP.
+    Sctp(SctpFlowSpec),
 }
 
 impl FlowSpec {
@@ -84,6 +139,7 @@ impl FlowSpec {
             FlowSpec::Tcp(t) => (t.from, t.to),
             FlowSpec::Udp(u) => (u.from, u.to),
             FlowSpec::Udt(u) => (u.from, u.to),
+            FlowSpec::Sctp(u) => (u.from, u.to),
         }
     }
     /// Start time.
@@ -92,6 +148,7 @@ impl FlowSpec {
             FlowSpec::Tcp(t) => t.start,
             FlowSpec::Udp(u) => u.start,
             FlowSpec::Udt(u) => u.start,
+            FlowSpec::Sctp(u) => u.start,
         }
     }
 }
@@ -105,6 +162,22 @@ pub(crate) struct TcpFlow {
     /// Live timer event per end, if any.
     pub timer_at: [Option<Instant>; 2],
     pub completed_at: Option<Instant>,
+    /// First and last arrival of a data segment at the receiver.
+    pub data_arrivals: Option<(Instant, Instant)>,
+}
+
+/// An SCTP flow's run-time state.
+#[derive(Debug)]
+pub(crate) struct SctpFlow {
+    pub spec: SctpFlowSpec,
+    /// `[sender, receiver]`.
+    pub ends: [SctpAssociation; 2],
+    pub timer_at: [Option<Instant>; 2],
+    pub completed_at: Option<Instant>,
+    /// Bytes the receiving application has read.
+    pub delivered: u64,
+    /// The next of `spec.files`' writes to hand to the sender.
+    pub next_write: u64,
 }
 
 /// A UDT flow's run-time state.
@@ -163,6 +236,7 @@ pub(crate) enum Flow {
     Tcp(Box<TcpFlow>),
     Udp(Box<UdpFlow>),
     Udt(Box<UdtFlow>),
+    Sctp(Box<SctpFlow>),
 }
 
 impl Flow {
@@ -172,6 +246,7 @@ impl Flow {
             Flow::Tcp(t) => t.ends[1].delivered_bytes(),
             Flow::Udp(u) => u.recv_bytes,
             Flow::Udt(u) => u.ends[1].delivered_bytes(),
+            Flow::Sctp(s) => s.delivered,
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 pub struct FlowSummary {
     /// Index in the scenario's flow list.
     pub id: usize,
-    /// `tcp` or `udp`.
+    /// `tcp`, `udp`, `udt` or `sctp`.
     pub protocol: String,
     /// Sending host.
     pub from: String,
@@ -68,6 +68,14 @@ pub struct FlowSummary {
     /// How often AR-UDT chose each PktSPW class, from "RTT falling" to "rising".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ar_udt_classes: Option<[u64; 4]>,
+    /// First to last data packet at the receiver, seconds (the SCTP study's transfer
+    /// time; TCP and SCTP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_time_s: Option<f64>,
+    /// Bytes of new data sent in each slow-start round, the first being the initial
+    /// window (TCP and SCTP flows that send files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub round_bytes: Option<Vec<u64>>,
 }
 
 /// Per-link-direction results.

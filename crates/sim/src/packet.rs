@@ -46,10 +46,17 @@ impl Packet {
 }
 
 /// An arena of packets with a free list.
+///
+/// SCTP is the exception to "headers only": its DATA chunks sit between chunk
+/// headers and its CRC32c covers them, so an SCTP packet is kept whole in a side
+/// buffer of its slot ([`PacketPool::set_whole`]); the slot's `hdr` holds the first
+/// bytes (IPv4 header, ports) for routing and DiffServ as for any packet. Side
+/// buffers are reused with their slots, so this allocates only while the pool grows.
 #[derive(Debug, Default)]
 pub struct PacketPool {
     slots: Vec<Packet>,
     free: Vec<PacketId>,
+    whole: Vec<Vec<u8>>,
 }
 
 impl PacketPool {
@@ -73,6 +80,31 @@ impl PacketPool {
                 (self.slots.len() - 1) as PacketId
             }
         }
+    }
+    /// Stores `bytes` as the whole of packet `id` (an IPv4 datagram): its first
+    /// bytes become the header, the rest its payload length.
+    pub fn set_whole(&mut self, id: PacketId, bytes: &[u8]) {
+        let i = id as usize;
+        if self.whole.len() <= i {
+            self.whole.resize_with(i + 1, Vec::new);
+        }
+        let w = &mut self.whole[i];
+        w.clear();
+        w.extend_from_slice(bytes);
+        let p = &mut self.slots[i];
+        let h = bytes.len().min(MAX_HEADER);
+        p.hdr[..h].copy_from_slice(&bytes[..h]);
+        p.hdr_len = h as u8;
+        p.payload_len = (bytes.len() - h) as u32;
+    }
+    /// The whole datagram of a packet stored with [`set_whole`](Self::set_whole),
+    /// with whatever the network rewrote in its header (a DiffServ mark) carried over.
+    pub fn whole(&mut self, id: PacketId) -> &[u8] {
+        let p = &self.slots[id as usize];
+        let w = &mut self.whole[id as usize];
+        let h = usize::from(p.hdr_len);
+        w[..h].copy_from_slice(&p.hdr[..h]);
+        w
     }
     /// Returns a slot to the free list.
     pub fn free(&mut self, id: PacketId) {

@@ -2,7 +2,8 @@
 //! records start with the IPv4 header), so Wireshark and tshark open them.
 //!
 //! The simulator runs with checksums off; the writer fills in correct IPv4, TCP and
-//! UDP checksums for each captured header. Payloads are not stored: each record holds
+//! UDP checksums for each captured header (and the CRC32c of SCTP packets, which are
+//! captured whole). Payloads are not stored: each record holds
 //! the headers (`caplen`) and states the full length (`len`), as a capture taken with
 //! a short snap length would, and the checksums are those of a zero-filled payload.
 
@@ -11,6 +12,7 @@ use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
 use longhaul_proto::Instant;
+use longhaul_wire::sctp::SctpPacket;
 use longhaul_wire::{Ipv4Address, Ipv4Packet, TcpPacket, UdpPacket};
 
 use crate::packet::Packet;
@@ -41,23 +43,35 @@ impl PcapWriter {
     /// Appends `pkt` seen at `now`. An I/O error is kept and reported by
     /// [`finish`](Self::finish), so the simulation loop need not handle it.
     pub fn write(&mut self, now: Instant, pkt: &Packet) {
-        if self.error.is_some() {
-            return;
-        }
         let mut hdr = pkt.hdr;
         let caplen = usize::from(pkt.hdr_len);
         fill_checksums(&mut hdr[..caplen]);
+        self.record(now, &hdr[..caplen], pkt.wire_len());
+    }
+
+    /// Appends a packet kept whole (SCTP): all of it is captured, with its IPv4
+    /// checksum and CRC32c filled in.
+    pub fn write_whole(&mut self, now: Instant, datagram: &[u8]) {
+        let mut d = datagram.to_vec();
+        fill_checksums(&mut d);
+        self.record(now, &d, d.len() as u32);
+    }
+
+    fn record(&mut self, now: Instant, captured: &[u8], len: u32) {
+        if self.error.is_some() {
+            return;
+        }
         let ns = now.as_nanos();
         let rec = [
             ((ns / 1_000_000_000) as u32).to_le_bytes(),
             ((ns % 1_000_000_000) as u32).to_le_bytes(),
-            (caplen as u32).to_le_bytes(),
-            pkt.wire_len().to_le_bytes(),
+            (captured.len() as u32).to_le_bytes(),
+            len.to_le_bytes(),
         ];
         let res = rec
             .iter()
             .try_for_each(|b| self.out.write_all(b))
-            .and_then(|_| self.out.write_all(&hdr[..caplen]));
+            .and_then(|_| self.out.write_all(captured));
         if let Err(e) = res {
             self.error = Some(e);
         }
@@ -90,6 +104,11 @@ fn fill_checksums(hdr: &mut [u8]) {
         17 => {
             if let Ok(mut udp) = UdpPacket::new_checked(payload) {
                 udp.fill_checksum(src, dst);
+            }
+        }
+        132 => {
+            if let Ok(mut sctp) = SctpPacket::new_checked(payload) {
+                sctp.fill_checksum();
             }
         }
         _ => {}

@@ -37,7 +37,7 @@ use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
 use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
-use crate::app::{Arrivals, FlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
+use crate::app::{Arrivals, Files, FlowSpec, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
 use crate::diffserv::policy::{Action, Match, MeterSpec, PreColors, RuleSpec};
 use crate::diffserv::sched::{ClassConfig, LlqConfig};
 use crate::link::EgressSpec;
@@ -45,8 +45,11 @@ use crate::loss::LossModel;
 use crate::simulation::RunConfig;
 use crate::topology::{node_addr, LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
 use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
+use longhaul_proto::sctp::SctpConfig;
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 
+/// Largest application write (SCTP message) a scenario may ask for.
+const MAX_MESSAGE: u32 = 1 << 20;
 /// Most samples a series may hold (duration / interval).
 const MAX_SAMPLES: u128 = 10_000_000;
 use crate::units::{parse_queue, parse_rate, parse_size, parse_time};
@@ -300,6 +303,35 @@ enum FlowFile {
     Tcp(Box<TcpFlowFile>),
     Udp(UdpFlowFile),
     Udt(Box<UdtFlowFile>),
+    Sctp(Box<SctpFlowFile>),
+}
+
+/// `files = { count, size, message }`: the SCTP study's round-robin writer.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilesFile {
+    count: u32,
+    size: String,
+    message: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SctpFlowFile {
+    from: Option<String>,
+    to: Option<String>,
+    start: Option<String>,
+    profile: Option<String>,
+    files: Option<FilesFile>,
+    message: Option<u32>,
+    mtu: Option<u16>,
+    streams: Option<u16>,
+    sack_delay: Option<String>,
+    sack_freq: Option<u32>,
+    max_burst: Option<u32>,
+    recv_buffer: Option<String>,
+    min_rto: Option<String>,
+    initial_rto: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -331,6 +363,8 @@ struct TcpFlowFile {
     to: Option<String>,
     start: Option<String>,
     size: Option<String>,
+    files: Option<FilesFile>,
+    profile: Option<String>,
     cc: Option<String>,
     avoidance: Option<String>,
     mss: Option<u16>,
@@ -630,6 +664,7 @@ impl Loader<'_> {
                 FlowFile::Tcp(t) => (&t.from, &t.to, &t.start),
                 FlowFile::Udp(u) => (&u.from, &u.to, &u.start),
                 FlowFile::Udt(u) => (&u.from, &u.to, &u.start),
+                FlowFile::Sctp(u) => (&u.from, &u.to, &u.start),
             };
             let (dfrom, dto) = default_ends(i);
             let from = self.host(
@@ -653,6 +688,7 @@ impl Loader<'_> {
                 FlowFile::Tcp(t) => FlowSpec::Tcp(self.tcp_flow(&key, t, from, to, start)?),
                 FlowFile::Udp(u) => FlowSpec::Udp(self.udp_flow(&key, u, from, to, start)?),
                 FlowFile::Udt(u) => FlowSpec::Udt(self.udt_flow(&key, u, from, to, start, f.seed)?),
+                FlowFile::Sctp(u) => FlowSpec::Sctp(self.sctp_flow(&key, u, from, to, start)?),
             });
         }
         let mut topology = topology;
@@ -741,10 +777,11 @@ impl Loader<'_> {
             None => None,
             Some("tcp") => Some(6),
             Some("udp") => Some(17),
+            Some("sctp") => Some(132),
             Some(o) => {
                 return Err(self.err(
                     format!("{key}.match.protocol"),
-                    format!("unknown `{o}`: use \"tcp\" or \"udp\""),
+                    format!("unknown `{o}`: use \"tcp\", \"udp\" or \"sctp\""),
                 ))
             }
         };
@@ -906,7 +943,16 @@ impl Loader<'_> {
         to: usize,
         start: Instant,
     ) -> Result<TcpFlowSpec, ScenarioError> {
-        let mut c = TcpConfig::default();
+        let mut c = match t.profile.as_deref() {
+            None | Some("default") => TcpConfig::default(),
+            Some("linux-2.6.15") => TcpConfig::linux_2_6_15(),
+            Some(o) => {
+                return Err(self.err(
+                    format!("{key}.profile"),
+                    format!("unknown `{o}`: use \"default\" or \"linux-2.6.15\""),
+                ))
+            }
+        };
         if let Some(cc) = &t.cc {
             c.cc = match cc.as_str() {
                 "newreno" | "reno" => CcAlgorithm::NewReno(Default::default()),
@@ -956,6 +1002,7 @@ impl Loader<'_> {
             c.ack = AckPolicy {
                 every: n,
                 delay: AckPolicy::DELAYED.delay,
+                quick: c.ack.quick,
             };
         }
         if let Some(d) = &t.delayed_ack_timeout {
@@ -1001,9 +1048,20 @@ impl Loader<'_> {
         if let Some(d) = t.dscp {
             c.dscp = self.dscp(&format!("{key}.dscp"), d)?;
         }
-        let size = match &t.size {
+        let files = match &t.files {
+            Some(fl) => Some(self.files(&format!("{key}.files"), fl, u32::MAX)?),
             None => None,
-            Some(s) => match parse_size(s) {
+        };
+        let size = match (&t.size, files) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    format!("{key}.size"),
+                    "give `size` or `files`, not both (files set the size)",
+                ))
+            }
+            (None, Some(f)) => Some(f.total()),
+            (None, None) => None,
+            (Some(s), None) => match parse_size(s) {
                 Ok(0) => {
                     return Err(self.err(
                         format!("{key}.size"),
@@ -1020,6 +1078,143 @@ impl Loader<'_> {
             config: c,
             start,
             size,
+            files,
+        })
+    }
+
+    fn files(&self, key: &str, f: &FilesFile, max_count: u32) -> Result<Files, ScenarioError> {
+        if f.count == 0 || f.count > max_count {
+            return Err(self.err(
+                format!("{key}.count"),
+                format!("must be from 1 to {max_count}"),
+            ));
+        }
+        let size = match parse_size(&f.size) {
+            Ok(0) => return Err(self.err(format!("{key}.size"), "must be above zero")),
+            Ok(n) => n,
+            Err(m) => return Err(self.err(format!("{key}.size"), m)),
+        };
+        let message = f.message.unwrap_or(1460);
+        if !(1..=MAX_MESSAGE).contains(&message) {
+            return Err(self.err(
+                format!("{key}.message"),
+                format!("must be from 1 to {MAX_MESSAGE} bytes"),
+            ));
+        }
+        Ok(Files {
+            count: f.count,
+            size,
+            message,
+        })
+    }
+
+    fn sctp_flow(
+        &self,
+        key: &str,
+        u: &SctpFlowFile,
+        from: usize,
+        to: usize,
+        start: Instant,
+    ) -> Result<SctpFlowSpec, ScenarioError> {
+        let k = |f: &str| format!("{key}.{f}");
+        let mut c = match u.profile.as_deref() {
+            None | Some("rfc9260") => SctpConfig::RFC9260,
+            Some("linux-2.6.15") => SctpConfig::LINUX_2_6_15,
+            Some(o) => {
+                return Err(self.err(
+                    k("profile"),
+                    format!("unknown `{o}`: use \"rfc9260\" or \"linux-2.6.15\" (RFC 4960 + RFC 4460, the SCTP study's stack)"),
+                ))
+            }
+        };
+        if let Some(m) = u.mtu {
+            if !(576..=65535).contains(&m) {
+                return Err(self.err(k("mtu"), "must be from 576 to 65535 bytes"));
+            }
+            c.mtu = m;
+        }
+        if let Some(d) = &u.sack_delay {
+            let d = self.time(&k("sack_delay"), d)?;
+            if d > Duration::from_millis(500) {
+                return Err(self.err(k("sack_delay"), "must be at most 500ms (RFC 9260 §6.2)"));
+            }
+            c.sack_delay = d;
+        }
+        if let Some(n) = u.sack_freq {
+            if !(1..=64).contains(&n) {
+                return Err(self.err(k("sack_freq"), "must be from 1 to 64 packets"));
+            }
+            c.sack_freq = n;
+        }
+        if let Some(n) = u.max_burst {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(self.err(k("max_burst"), "must be from 1 to 1000000 packets"));
+            }
+            c.max_burst = n;
+        }
+        if let Some(b) = &u.recv_buffer {
+            c.recv_buffer = match parse_size(b) {
+                Ok(n) if (u64::from(c.mtu)..=u64::from(u32::MAX)).contains(&n) => n as u32,
+                Ok(_) => {
+                    return Err(self.err(
+                        k("recv_buffer"),
+                        "must hold at least one MTU and at most 4GB",
+                    ))
+                }
+                Err(m) => return Err(self.err(k("recv_buffer"), m)),
+            };
+        }
+        if let Some(m) = &u.min_rto {
+            c.rto.min_rto = self.time(&k("min_rto"), m)?;
+        }
+        if let Some(m) = &u.initial_rto {
+            c.rto.initial_rto = self.time(&k("initial_rto"), m)?;
+            if c.rto.initial_rto.is_zero() {
+                return Err(self.err(k("initial_rto"), "must be above zero"));
+            }
+        }
+        let files = match &u.files {
+            Some(fl) => {
+                if u.message.is_some() {
+                    return Err(self.err(
+                        k("message"),
+                        "sets the endless backlog's message size; with `files`, write `files.message`",
+                    ));
+                }
+                Some(self.files(&k("files"), fl, 65535)?)
+            }
+            None => None,
+        };
+        // One stream per file.
+        c.streams = match (u.streams, files) {
+            (Some(0), _) => return Err(self.err(k("streams"), "must be at least 1")),
+            (Some(n), Some(f)) if u32::from(n) < f.count => {
+                return Err(self.err(
+                    k("streams"),
+                    format!(
+                        "{n} streams cannot carry {} files (one stream each)",
+                        f.count
+                    ),
+                ))
+            }
+            (Some(n), _) => n,
+            (None, Some(f)) => c.streams.max(f.count as u16),
+            (None, None) => c.streams,
+        };
+        let message = u.message.unwrap_or(1460);
+        if !(1..=MAX_MESSAGE).contains(&message) {
+            return Err(self.err(
+                k("message"),
+                format!("must be from 1 to {MAX_MESSAGE} bytes"),
+            ));
+        }
+        Ok(SctpFlowSpec {
+            from,
+            to,
+            config: c,
+            start,
+            files,
+            message,
         })
     }
 

@@ -7,7 +7,7 @@ use longhaul_proto::{Duration, Instant};
 use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use rand::Rng;
 
-use crate::app::{Arrivals, Flow, FlowSpec, TcpFlow, UdpFlow, UdtFlow};
+use crate::app::{Arrivals, Flow, FlowSpec, SctpFlow, TcpFlow, UdpFlow, UdtFlow};
 use crate::diffserv::policy::Rule;
 use crate::link::{Enqueued, Link, Scheduled};
 use crate::metrics::{FlowSummary, IngressSummary, LinkSummary, RunResult, Summary, TraceRow};
@@ -15,6 +15,7 @@ use crate::packet::{PacketId, PacketPool};
 use crate::pcap::PcapWriter;
 use crate::scheduler::{Event, Scheduler};
 use crate::topology::{addr_node, node_addr, NodeKind, Topology};
+use longhaul_proto::sctp::{Event as SctpEvent, SctpAssociation};
 use longhaul_proto::udt::{Event as UdtEvent, UdtConnConfig, UdtConnection};
 
 /// Everything a run needs besides the network and the flows.
@@ -41,6 +42,8 @@ const UDT_SENDER_PORT: u16 = 40000;
 const UDT_RECEIVER_PORT: u16 = 50000;
 /// IPv4 and UDP headers in front of a UDT packet.
 const IP_UDP: usize = 28;
+/// Bytes of an SCTP flow's endless backlog kept queued in its sender.
+const SCTP_BACKLOG: u64 = 1 << 20;
 
 #[derive(Debug, Clone, Copy)]
 struct Endpoint {
@@ -75,6 +78,10 @@ pub struct Simulation {
     any_ingress: bool,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
+    /// Scratch space for engines that write whole datagrams (SCTP).
+    datagram: Vec<u8>,
+    /// Zero bytes that simulated applications write (their content is not studied).
+    zeros: Vec<u8>,
     // Series.
     last_delivered: Vec<u64>,
     last_link_bytes: Vec<u64>,
@@ -191,6 +198,38 @@ impl Simulation {
                         ends: [sender, receiver],
                         timer_at: [None; 2],
                         completed_at: None,
+                        data_arrivals: None,
+                    })));
+                }
+                FlowSpec::Sctp(spec) => {
+                    let mut c = spec.config;
+                    c.checksum = Checksum::None;
+                    // SCTP shares the TCP port ranges: endpoints match on protocol too.
+                    let (sp, rp) = (TCP_SENDER_PORT + port_off, TCP_RECEIVER_PORT + port_off);
+                    let seed = cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(fi);
+                    let sender =
+                        SctpAssociation::new(c, (node_addr(from), sp), (node_addr(to), rp), seed);
+                    let receiver = SctpAssociation::new(
+                        c,
+                        (node_addr(to), rp),
+                        (node_addr(from), sp),
+                        seed ^ 0x5c7b,
+                    );
+                    for (node, port, side) in [(from, sp, 0), (to, rp, 1)] {
+                        nodes[node].endpoints.push(Endpoint {
+                            protocol: 132,
+                            port,
+                            flow: fi,
+                            side,
+                        });
+                    }
+                    rt_flows.push(Flow::Sctp(Box::new(SctpFlow {
+                        spec,
+                        ends: [sender, receiver],
+                        timer_at: [None; 2],
+                        completed_at: None,
+                        delivered: 0,
+                        next_write: 0,
                     })));
                 }
                 FlowSpec::Udp(spec) => {
@@ -244,6 +283,14 @@ impl Simulation {
         }
         let nf = rt_flows.len();
         let nl = links.len();
+        let max_message = rt_flows
+            .iter()
+            .map(|f| match f {
+                Flow::Sctp(s) => s.spec.files.map_or(s.spec.message, |f| f.message) as usize,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
         let mut ingress: Vec<Vec<Rule>> = vec![vec![]; nodes.len()];
         let mut ingress_order = vec![];
         for r in &topo.ingress {
@@ -263,6 +310,8 @@ impl Simulation {
             flows: rt_flows,
             pcaps,
             unroutable: 0,
+            datagram: vec![0; 65535],
+            zeros: vec![0; max_message],
             last_delivered: vec![0; nf],
             last_link_bytes: vec![0; nl],
             goodput_series: vec![vec![]; nf],
@@ -305,7 +354,11 @@ impl Simulation {
             None => self.sched.pop_current(),
         }
         if let Some(w) = &mut self.pcaps[l] {
-            w.write(now, self.pool.get(pkt));
+            if self.pool.get(pkt).header()[9] == 132 {
+                w.write_whole(now, self.pool.whole(pkt));
+            } else {
+                w.write(now, self.pool.get(pkt));
+            }
         }
         let node = self.links[l].to;
         if self.any_ingress && !self.police(now, node, pkt) {
@@ -405,6 +458,10 @@ impl Simulation {
         let f = ep.flow as usize;
         match &mut self.flows[f] {
             Flow::Tcp(t) => {
+                if ep.side == 1 && p.payload_len > 0 {
+                    let first = t.data_arrivals.map_or(now, |(first, _)| first);
+                    t.data_arrivals = Some((first, now));
+                }
                 t.ends[usize::from(ep.side)].handle_datagram(now, p.header());
                 self.pool.free(pkt);
                 self.drive_tcp(now, f, usize::from(ep.side));
@@ -415,6 +472,11 @@ impl Simulation {
                 u.ends[usize::from(ep.side)].handle_datagram_elided(now, &hdr[IP_UDP..], wire_len);
                 self.pool.free(pkt);
                 self.drive_udt(now, f, usize::from(ep.side));
+            }
+            Flow::Sctp(s) => {
+                s.ends[usize::from(ep.side)].handle_datagram(now, self.pool.whole(pkt));
+                self.pool.free(pkt);
+                self.drive_sctp(now, f, usize::from(ep.side));
             }
             Flow::Udp(u) => {
                 let d = now.saturating_duration_since(p.sent_at).as_nanos() as u64;
@@ -492,6 +554,14 @@ impl Simulation {
                 u.ends[side].handle_timeout(now);
                 self.drive_udt(now, f, side);
             }
+            Flow::Sctp(s) => {
+                if s.timer_at[side] != Some(now) {
+                    return;
+                }
+                s.timer_at[side] = None;
+                s.ends[side].handle_timeout(now);
+                self.drive_sctp(now, f, side);
+            }
             Flow::Udp(_) => {}
         }
     }
@@ -502,12 +572,19 @@ impl Simulation {
                 let [sender, receiver] = &mut t.ends;
                 receiver.listen().expect("fresh connection");
                 sender.connect(now).expect("fresh connection");
-                match t.spec.size {
-                    Some(n) => {
+                match (t.spec.files, t.spec.size) {
+                    (Some(files), _) => {
+                        // The first write on its own: Linux's Nagle treats it apart.
+                        let first = files.write(0).1;
+                        sender.send(first).expect("open");
+                        sender.send(files.total() - first).expect("open");
+                        sender.close().expect("open");
+                    }
+                    (None, Some(n)) => {
                         sender.send(n).expect("open");
                         sender.close().expect("open");
                     }
-                    None => sender.send(u64::MAX).expect("open"),
+                    (None, None) => sender.send(u64::MAX).expect("open"),
                 }
                 self.drive_tcp(now, f, 0);
             }
@@ -517,7 +594,83 @@ impl Simulation {
                 u.ends[0].connect(now);
                 self.drive_udt(now, f, 0);
             }
+            Flow::Sctp(s) => {
+                s.ends[1].listen().expect("fresh association");
+                s.ends[0].connect(now).expect("fresh association");
+                self.drive_sctp(now, f, 0);
+            }
         }
+    }
+
+    /// Drains an SCTP end: keeps a bulk sender's queue full, sends, reads, re-arms.
+    fn drive_sctp(&mut self, now: Instant, f: usize, side: usize) {
+        let Flow::Sctp(s) = &mut self.flows[f] else {
+            return;
+        };
+        let node = if side == 0 { s.spec.from } else { s.spec.to };
+        let dst = if side == 0 { s.spec.to } else { s.spec.from };
+        // The application writes as long as the sender's queue has room, as a
+        // blocking `sctp_sendmsg` loop would.
+        if side == 0 {
+            let sender = &mut s.ends[0];
+            match s.spec.files {
+                Some(files) => {
+                    let n = files.write_count();
+                    while s.next_write < n && sender.queued_bytes() < SCTP_BACKLOG {
+                        let (file, len) = files.write(s.next_write);
+                        // Streams were checked against the file count by the loader.
+                        let stream = file as u16;
+                        if sender
+                            .send(stream, 0, false, &self.zeros[..len as usize])
+                            .is_err()
+                        {
+                            break;
+                        }
+                        s.next_write += 1;
+                        if s.next_write == n {
+                            let _ = sender.shutdown();
+                        }
+                    }
+                }
+                None => {
+                    let m = s.spec.message as usize;
+                    while sender.queued_bytes() < SCTP_BACKLOG
+                        && sender.send(0, 0, false, &self.zeros[..m]).is_ok()
+                    {}
+                }
+            }
+        }
+        loop {
+            let Flow::Sctp(s) = &mut self.flows[f] else {
+                unreachable!()
+            };
+            let Some(n) = s.ends[side].poll_transmit(now, &mut self.datagram) else {
+                break;
+            };
+            let id = self.pool.alloc(now);
+            self.pool.set_whole(id, &self.datagram[..n]);
+            self.forward(now, node, dst, id);
+        }
+        let Flow::Sctp(s) = &mut self.flows[f] else {
+            unreachable!()
+        };
+        while let Some(ev) = s.ends[side].poll_event() {
+            if ev == SctpEvent::Readable {
+                while let Some(m) = s.ends[side].recv() {
+                    s.delivered += m.data.len() as u64;
+                }
+                if s.spec.files.is_some_and(|fl| s.delivered >= fl.total()) {
+                    s.completed_at.get_or_insert(now);
+                }
+            }
+        }
+        let deadline = s.ends[side].poll_timeout();
+        rearm(
+            &mut self.sched,
+            &mut s.timer_at[side],
+            deadline,
+            Event::Timer(f as u32, side as u8),
+        );
     }
 
     /// Drains a UDT end: feeds the sender, transmissions, events, then its timer.
@@ -682,6 +835,21 @@ impl Simulation {
                     bandwidth_pps: c.peer_rates_pps().1,
                 });
             }
+            if let Flow::Sctp(s) = f {
+                let c = &s.ends[0];
+                self.trace.push(TraceRow {
+                    time_s: now.as_secs_f64(),
+                    flow: i,
+                    cwnd_bytes: c.cwnd(),
+                    ssthresh_bytes: c.ssthresh(),
+                    srtt_ms: c.rtt().srtt().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+                    in_flight_bytes: c.flight_size(),
+                    delivered_bytes: s.delivered,
+                    send_period_us: 0.0,
+                    recv_rate_pps: 0,
+                    bandwidth_pps: 0,
+                });
+            }
             if let Flow::Tcp(t) = f {
                 let c = &t.ends[0];
                 self.trace.push(TraceRow {
@@ -820,6 +988,8 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
         jitter_ms: None,
         naks: None,
         ar_udt_classes: None,
+        transfer_time_s: None,
+        round_bytes: None,
     };
     let (start, stop) = match f {
         Flow::Tcp(t) => {
@@ -842,7 +1012,35 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
                 .srtt()
                 .map(|_| c.rtt().min_rtt().as_secs_f64() * 1e3);
             s.completion_time_s = t.completed_at.map(|c| (c - t.spec.start).as_secs_f64());
+            s.transfer_time_s = t.data_arrivals.map(|(a, b)| (b - a).as_secs_f64());
+            if t.spec.files.is_some() {
+                s.round_bytes = Some(c.round_bytes().to_vec());
+            }
             (t.spec.start, t.completed_at.unwrap_or(end))
+        }
+        Flow::Sctp(a) => {
+            let c = &a.ends[0];
+            let st = c.stats();
+            s.protocol = "sctp".into();
+            s.from = topo.nodes[a.spec.from].name.clone();
+            s.to = topo.nodes[a.spec.to].name.clone();
+            s.cc = Some(match a.spec.config.cc {
+                longhaul_proto::cc::SctpCcProfile::Rfc4960 => "rfc4960".into(),
+                longhaul_proto::cc::SctpCcProfile::Rfc9260 => "rfc9260".into(),
+            });
+            s.retransmits = Some(st.retransmits);
+            s.timeouts = Some(st.t3_expiries);
+            s.fast_recoveries = Some(st.fast_retransmits);
+            s.data_segments_sent = Some(st.data_chunks_sent);
+            s.srtt_ms = c.rtt().srtt().map(|d| d.as_secs_f64() * 1e3);
+            s.completion_time_s = a.completed_at.map(|c| (c - a.spec.start).as_secs_f64());
+            s.transfer_time_s = a.ends[1]
+                .data_arrivals()
+                .map(|(x, y)| (y - x).as_secs_f64());
+            if a.spec.files.is_some() {
+                s.round_bytes = Some(c.round_bytes().to_vec());
+            }
+            (a.spec.start, a.completed_at.unwrap_or(end))
         }
         Flow::Udp(u) => {
             s.protocol = "udp".into();

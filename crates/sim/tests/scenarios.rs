@@ -76,8 +76,48 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["flow[1].cc", "newreno", "cubic"],
         ),
         (
-            base() + "[[flow]]\nprotocol = \"sctp\"\n",
-            &["bad.toml", "sctp"],
+            base() + "[[flow]]\nprotocol = \"quic\"\n",
+            &["bad.toml", "quic"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nprofile = \"bsd\"\n",
+            &["flow[1].profile", "linux-2.6.15", "rfc9260"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nfiles = { count = 0, size = \"1KB\" }\n",
+            &["flow[1].files.count", "from 1"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nfiles = { count = 5, size = \"1KB\" }\nstreams = 2\n",
+            &["flow[1].streams", "5 files"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nfiles = { count = 5, size = \"1KB\", message = 0 }\n",
+            &["flow[1].files.message", "from 1"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nfiles = { count = 5, size = \"lots\" }\n",
+            &["flow[1].files.size", "lots"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nfiles = { count = 5, size = \"1KB\" }\nmessage = 100\n",
+            &["flow[1].message", "files.message"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nsack_delay = \"1s\"\n",
+            &["flow[1].sack_delay", "500ms"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"sctp\"\nmtu = 100\n",
+            &["flow[1].mtu", "576"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\nprofile = \"linux-6\"\n",
+            &["flow[1].profile", "linux-2.6.15"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\nsize = \"1MB\"\nfiles = { count = 2, size = \"1KB\" }\n",
+            &["flow[1].size", "not both"],
         ),
         (
             base() + "[[flow]]\nprotocol = \"udp\"\nrate = \"1Mbps\"\npacket_size = 10\n",
@@ -196,8 +236,8 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["ingress[0].node", "n9", "nodes are: n0, n1, n2"],
         ),
         (
-            base() + "[[ingress]]\nnode = \"n1\"\nmatch = { protocol = \"sctp\" }\n",
-            &["ingress[0].match.protocol", "sctp"],
+            base() + "[[ingress]]\nnode = \"n1\"\nmatch = { protocol = \"icmp\" }\n",
+            &["ingress[0].match.protocol", "icmp"],
         ),
         (
             base()
@@ -309,6 +349,7 @@ name = "ar-udt"
             longhaul_sim::app::FlowSpec::Tcp(_) => "tcp",
             longhaul_sim::app::FlowSpec::Udt(_) => "udt",
             longhaul_sim::app::FlowSpec::Udp(_) => "udp",
+            longhaul_sim::app::FlowSpec::Sctp(_) => "sctp",
         })
         .collect();
     assert_eq!(protocols, ["tcp", "tcp", "udt", "udt", "udt", "udt"]);

@@ -309,6 +309,7 @@ pub struct SctpAssociation {
     cum_acked: u32,
     ssn_out: Vec<u16>,
     pending: VecDeque<Fragment>,
+    pending_bytes: u64,
     /// Outstanding chunks; entry `i` has TSN `cum_acked + 1 + i`.
     outstanding: VecDeque<Sent>,
     flight: u64,
@@ -410,6 +411,7 @@ impl SctpAssociation {
             cum_acked: next_tsn.wrapping_sub(1),
             ssn_out: vec![0; usize::from(cfg.streams)],
             pending: VecDeque::new(),
+            pending_bytes: 0,
             outstanding: VecDeque::new(),
             flight: 0,
             peer_rwnd: u64::from(cfg.recv_buffer),
@@ -497,6 +499,7 @@ impl SctpAssociation {
         };
         let max = self.cfg.max_fragment();
         let n = data.len().div_ceil(max);
+        self.pending_bytes += data.len() as u64;
         for (i, piece) in data.chunks(max).enumerate() {
             self.pending.push_back(Fragment {
                 stream,
@@ -564,6 +567,10 @@ impl SctpAssociation {
     /// The RTT estimator.
     pub fn rtt(&self) -> &RttEstimator {
         &self.rtt
+    }
+    /// User bytes queued and not yet sent once.
+    pub fn queued_bytes(&self) -> u64 {
+        self.pending_bytes
     }
     /// Whether every queued message has been sent and acknowledged.
     pub fn all_acked(&self) -> bool {
@@ -1262,6 +1269,7 @@ impl SctpAssociation {
             self.state = State::Closed;
             self.clear_timers();
             self.pending.clear();
+            self.pending_bytes = 0;
             b.push(&ChunkRepr::Abort {
                 tag_reflected: false,
                 causes: &[],
@@ -1426,6 +1434,7 @@ impl SctpAssociation {
                 break;
             }
             let frag = self.pending.pop_front().expect("front exists");
+            self.pending_bytes -= frag.data.len() as u64;
             let bytes = self.cfg.cc.chunk_bytes(frag.data.len());
             let round = self.send_round as usize;
             if self.round_bytes.len() < round {

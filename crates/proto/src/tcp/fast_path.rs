@@ -82,6 +82,9 @@ impl TcpConnection {
             self.unacked_segments += 1;
             if self.unacked_segments >= self.cfg.ack.every {
                 self.ack_now = true;
+            } else if self.quick_acks_left > 0 {
+                self.quick_acks_left -= 1;
+                self.ack_now = true;
             } else if self.delack_at.is_none() {
                 self.delack_at = Some(now + self.cfg.ack.delay);
             }

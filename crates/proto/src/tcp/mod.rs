@@ -68,6 +68,9 @@ pub struct AckPolicy {
     pub every: u32,
     /// Otherwise acknowledge this long after the first unacknowledged segment.
     pub delay: Duration,
+    /// The first this-many data segments of the connection are acknowledged at
+    /// once whatever `every` says (Linux's quick-ACK mode at connection start).
+    pub quick: u32,
 }
 
 impl AckPolicy {
@@ -75,11 +78,13 @@ impl AckPolicy {
     pub const EVERY_SEGMENT: AckPolicy = AckPolicy {
         every: 1,
         delay: Duration::ZERO,
+        quick: 0,
     };
     /// RFC 1122 / RFC 5681: every second segment, within 200 ms (RFC 1122 allows 500).
     pub const DELAYED: AckPolicy = AckPolicy {
         every: 2,
         delay: Duration::from_millis(200),
+        quick: 0,
     };
 }
 
@@ -149,8 +154,10 @@ impl TcpConfig {
     /// The study's Linux 2.6.15 sender (SCTP slow-start study): MSS 1448
     /// (timestamps on), an initial window of 3 segments (`tcp_init_cwnd` rounds RFC
     /// 3390's 4380 bytes down to whole 1448-byte segments), slow start adding one
-    /// segment per ACK (`tcp_abc` off), quick ACKs at the start of a connection
-    /// (modelled as ACK every segment), a 200 ms minimum RTO, and Minshall's Nagle
+    /// segment per ACK (`tcp_abc` off), a receiver that quick-ACKs its first 2
+    /// segments (`tcp_incr_quickack`: the initial 5840-byte receive window over two
+    /// MSS) and then ACKs every second segment or after 40 ms (`TCP_ATO_MIN`, where
+    /// the ACK timer starts), a 200 ms minimum RTO, and Minshall's Nagle
     /// ([`push_first_write`](Self::push_first_write)). Congestion avoidance was BIC on
     /// that kernel; the study never leaves slow start, so NewReno stands in.
     pub fn linux_2_6_15() -> Self {
@@ -162,7 +169,11 @@ impl TcpConfig {
                 ..Default::default()
             }),
             rto: RtoConfig::LINUX,
-            ack: AckPolicy::EVERY_SEGMENT,
+            ack: AckPolicy {
+                every: 2,
+                delay: Duration::from_millis(40),
+                quick: 2,
+            },
             push_first_write: true,
             ..TcpConfig::default()
         }
@@ -301,6 +312,7 @@ pub struct TcpConnection {
     fin_at: Option<u64>,
     fin_received: bool,
     unacked_segments: u32,
+    quick_acks_left: u32,
     ack_now: bool,
     delack_at: Option<Instant>,
 
@@ -373,6 +385,7 @@ impl TcpConnection {
             fin_at: None,
             fin_received: false,
             unacked_segments: 0,
+            quick_acks_left: cfg.ack.quick,
             ack_now: false,
             delack_at: None,
             events: VecDeque::new(),
@@ -839,6 +852,9 @@ impl TcpConnection {
                 //# incoming segment fills in all or part of a gap
                 self.unacked_segments += 1;
                 if filled_hole || self.unacked_segments >= self.cfg.ack.every {
+                    self.ack_now = true;
+                } else if self.quick_acks_left > 0 {
+                    self.quick_acks_left -= 1;
                     self.ack_now = true;
                 } else if self.delack_at.is_none() {
                     self.delack_at = Some(now + self.cfg.ack.delay);

@@ -68,6 +68,12 @@ impl PointResult {
             Metric::Goodput => Some(f.goodput_mbps),
             Metric::Loss => f.loss_rate,
             Metric::Completion => f.completion_time_s,
+            Metric::TransferTime => f.transfer_time_s,
+            Metric::FirstRound => f
+                .round_bytes
+                .as_ref()
+                .and_then(|r| r.first())
+                .map(|&b| b as f64),
             Metric::MeanDelay => f.mean_delay_ms,
             Metric::MaxDelay => f.max_delay_ms,
             Metric::Mathis => {
@@ -529,8 +535,29 @@ fn per_flow_tables(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResul
         for c in &cols {
             let _ = write!(md, " {} |", c.label);
         }
+        // With `gain`, one more column per flow: how much lower `of` is.
+        let gains: Vec<(usize, usize)> = match &sw.report.gain {
+            Some((of, over)) if metric.is_time() => sw
+                .report
+                .flows
+                .iter()
+                .filter_map(|(_, flow)| {
+                    let find = |v: &str| {
+                        cols.iter()
+                            .position(|c| t.variants[c.variant] == v && c.flow == Some(*flow))
+                    };
+                    find(of).zip(find(over))
+                })
+                .collect(),
+            _ => vec![],
+        };
+        if let Some((of, over)) = &sw.report.gain {
+            for _ in &gains {
+                let _ = write!(md, " {of} below {over} (%) |");
+            }
+        }
         md.push_str("\n|---|");
-        md.push_str(&"---:|".repeat(cols.len()));
+        md.push_str(&"---:|".repeat(cols.len() + gains.len()));
         md.push('\n');
         for (r, row) in t.rows.iter().enumerate() {
             let _ = write!(md, "| {} |", row_name(sw, row));
@@ -544,6 +571,9 @@ fn per_flow_tables(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResul
                     Some(v) if *metric == Metric::Loss => {
                         let _ = write!(md, " {v:.4}");
                     }
+                    Some(v) if *metric == Metric::FirstRound => {
+                        let _ = write!(md, " {v:.0}");
+                    }
                     Some(v) => {
                         let _ = write!(md, " {v:.3}");
                     }
@@ -556,8 +586,52 @@ fn per_flow_tables(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResul
                 }
                 md.push_str(" |");
             }
+            for &(of, over) in &gains {
+                let mean = |c: &Column| t.mean(r, c.variant, results, |p| p.value(c.flow, *metric));
+                match (mean(&cols[of]), mean(&cols[over])) {
+                    (Some(a), Some(b)) if b != 0.0 => {
+                        let _ = write!(md, " {:.0} |", (b - a) / b * 100.0);
+                    }
+                    _ => md.push_str(" - |"),
+                }
+            }
             md.push('\n');
         }
+    }
+    if sw.report.rounds {
+        rounds_table(md, sw, t, results, &cols);
+    }
+}
+
+/// Bytes each flow sent per slow-start round (the study's Table 2), from the first
+/// run of each cell; "varies" if the runs of a cell disagree.
+fn rounds_table(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResult], cols: &[Column]) {
+    md.push_str("\n## Bytes sent per round (first round = initial window)\n\n| point |");
+    for c in cols {
+        let _ = write!(md, " {} |", c.label);
+    }
+    md.push_str("\n|---|");
+    md.push_str(&"---|".repeat(cols.len()));
+    md.push('\n');
+    for (r, row) in t.rows.iter().enumerate() {
+        let _ = write!(md, "| {} |", row_name(sw, row));
+        for c in cols {
+            let of = |i: &usize| {
+                c.flow
+                    .and_then(|f| results[*i].summary.flows.get(f))
+                    .and_then(|f| f.round_bytes.clone())
+            };
+            let runs: Vec<Option<Vec<u64>>> = t.cell(r, c.variant).iter().map(of).collect();
+            match runs.first() {
+                Some(Some(first)) if runs.iter().all(|x| x.as_ref() == Some(first)) => {
+                    let list: Vec<String> = first.iter().map(u64::to_string).collect();
+                    let _ = write!(md, " {} |", list.join(", "));
+                }
+                Some(Some(_)) => md.push_str(" varies |"),
+                _ => md.push_str(" - |"),
+            }
+        }
+        md.push('\n');
     }
 }
 

@@ -332,6 +332,7 @@ struct SctpFlowFile {
     recv_buffer: Option<String>,
     min_rto: Option<String>,
     initial_rto: Option<String>,
+    data_on_cookie_echo: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1166,6 +1167,9 @@ impl Loader<'_> {
         }
         if let Some(m) = &u.min_rto {
             c.rto.min_rto = self.time(&k("min_rto"), m)?;
+        }
+        if let Some(b) = u.data_on_cookie_echo {
+            c.data_on_cookie_echo = b;
         }
         if let Some(m) = &u.initial_rto {
             c.rto.initial_rto = self.time(&k("initial_rto"), m)?;

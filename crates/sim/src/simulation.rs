@@ -640,30 +640,42 @@ impl Simulation {
                 }
             }
         }
+        // Send, then let the application read; reading may open the window enough
+        // for a window update, so send again until nothing more is read.
         loop {
+            loop {
+                let Flow::Sctp(s) = &mut self.flows[f] else {
+                    unreachable!()
+                };
+                let Some(n) = s.ends[side].poll_transmit(now, &mut self.datagram) else {
+                    break;
+                };
+                let id = self.pool.alloc(now);
+                self.pool.set_whole(id, &self.datagram[..n]);
+                self.forward(now, node, dst, id);
+            }
             let Flow::Sctp(s) = &mut self.flows[f] else {
                 unreachable!()
             };
-            let Some(n) = s.ends[side].poll_transmit(now, &mut self.datagram) else {
+            let mut read = false;
+            while let Some(ev) = s.ends[side].poll_event() {
+                if ev == SctpEvent::Readable {
+                    while let Some(m) = s.ends[side].recv() {
+                        s.delivered += m.data.len() as u64;
+                        read = true;
+                    }
+                    if s.spec.files.is_some_and(|fl| s.delivered >= fl.total()) {
+                        s.completed_at.get_or_insert(now);
+                    }
+                }
+            }
+            if !read {
                 break;
-            };
-            let id = self.pool.alloc(now);
-            self.pool.set_whole(id, &self.datagram[..n]);
-            self.forward(now, node, dst, id);
+            }
         }
         let Flow::Sctp(s) = &mut self.flows[f] else {
             unreachable!()
         };
-        while let Some(ev) = s.ends[side].poll_event() {
-            if ev == SctpEvent::Readable {
-                while let Some(m) = s.ends[side].recv() {
-                    s.delivered += m.data.len() as u64;
-                }
-                if s.spec.files.is_some_and(|fl| s.delivered >= fl.total()) {
-                    s.completed_at.get_or_insert(now);
-                }
-            }
-        }
         let deadline = s.ends[side].poll_timeout();
         rearm(
             &mut self.sched,

@@ -120,6 +120,16 @@ struct ReportFile {
     #[serde(default)]
     together: Vec<Vec<String>>,
     preface: Option<String>,
+    gain: Option<GainFile>,
+    #[serde(default)]
+    rounds: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GainFile {
+    of: String,
+    over: String,
 }
 
 /// A per-flow figure the report can tabulate and plot.
@@ -135,6 +145,10 @@ pub enum Metric {
     MeanDelay,
     /// Largest one-way delay, ms (UDP).
     MaxDelay,
+    /// First to last data packet at the receiver, s (the SCTP study's transfer time).
+    TransferTime,
+    /// Bytes sent in the first slow-start round: what the initial window carried.
+    FirstRound,
     /// The Mathis bound with delayed ACKs, `0.866 * B / (R * sqrt(p))` in Mb/s, as the
     /// DiffServ study computes it: B = 1000 bytes, R the flow's smoothed RTT, p its
     /// retransmitted share of segments, and 1e-6 where p = 0 (TCP).
@@ -142,10 +156,12 @@ pub enum Metric {
 }
 
 impl Metric {
-    const ALL: [(&'static str, Metric); 6] = [
+    const ALL: [(&'static str, Metric); 8] = [
         ("goodput", Metric::Goodput),
         ("loss", Metric::Loss),
         ("completion", Metric::Completion),
+        ("transfer_time", Metric::TransferTime),
+        ("first_round", Metric::FirstRound),
         ("mean_delay", Metric::MeanDelay),
         ("max_delay", Metric::MaxDelay),
         ("mathis", Metric::Mathis),
@@ -159,12 +175,22 @@ impl Metric {
             .map_or("?", |m| m.0)
     }
 
+    /// Whether it is a time, where lower is better (what `report.gain` compares).
+    pub fn is_time(self) -> bool {
+        matches!(
+            self,
+            Metric::Completion | Metric::TransferTime | Metric::MeanDelay | Metric::MaxDelay
+        )
+    }
+
     /// What it measures, with its unit.
     pub fn describe(self) -> &'static str {
         match self {
             Metric::Goodput => "goodput (Mb/s)",
             Metric::Loss => "loss rate",
             Metric::Completion => "completion time (s)",
+            Metric::TransferTime => "transfer time, first to last data packet (s)",
+            Metric::FirstRound => "bytes sent in the first round",
             Metric::MeanDelay => "mean one-way delay (ms)",
             Metric::MaxDelay => "largest one-way delay (ms)",
             Metric::Mathis => "Mathis bound (Mb/s)",
@@ -207,6 +233,11 @@ pub struct Report {
     pub together: Vec<Vec<Metric>>,
     /// Markdown put at the top of `results.md` (say, the paper's observations).
     pub preface: Option<String>,
+    /// Variants (of, over) compared in every table of a time metric: how much lower
+    /// `of` is than `over`, in percent of `over`.
+    pub gain: Option<(String, String)>,
+    /// Whether to tabulate the bytes each flow sent per slow-start round.
+    pub rounds: bool,
 }
 
 /// A published figure per variant at one grid point.
@@ -561,6 +592,35 @@ fn load_report(
     if metrics.is_empty() {
         metrics.push(Metric::Goodput);
     }
+    let gain = match r.gain {
+        None => None,
+        Some(g) => {
+            for (k, v) in [("of", &g.of), ("over", &g.over)] {
+                if !variants.contains(&v.as_str()) {
+                    return Err(err(
+                        format!("report.gain.{k}"),
+                        format!(
+                            "`{v}` is not a variant (the variants are: {})",
+                            variants.join(", ")
+                        ),
+                    ));
+                }
+            }
+            if r.flows.is_empty() {
+                return Err(err(
+                    "report.gain".into(),
+                    "needs `report.flows`: it compares flows' metrics".into(),
+                ));
+            }
+            Some((g.of, g.over))
+        }
+    };
+    if r.rounds && r.flows.is_empty() {
+        return Err(err(
+            "report.rounds".into(),
+            "needs `report.flows`: it lists flows' bytes per round".into(),
+        ));
+    }
     Ok(Report {
         labels: r.labels,
         timeseries,
@@ -574,6 +634,8 @@ fn load_report(
         average: r.average,
         together,
         preface: r.preface,
+        gain,
+        rounds: r.rounds,
     })
 }
 

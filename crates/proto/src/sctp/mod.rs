@@ -79,6 +79,9 @@ pub struct SctpConfig {
     pub cookie_life: Duration,
     /// Compute CRC32c on emit and verify it on receipt.
     pub checksum: Checksum,
+    /// Bundle queued DATA with the COOKIE-ECHO (RFC 9260 §5.1 allows it; lksctp
+    /// does it). Off: data waits for the COOKIE-ACK.
+    pub data_on_cookie_echo: bool,
 }
 
 impl SctpConfig {
@@ -101,6 +104,7 @@ impl SctpConfig {
         assoc_max_retrans: 10,
         cookie_life: Duration::from_secs(60),
         checksum: Checksum::Both,
+        data_on_cookie_echo: true,
     };
     /// Linux 2.6.15's lksctp, the study's stack: RFC 4960 + RFC 4460 congestion
     /// control, RTO.Initial 3 s, RTO.Min 1 s, SACK every second packet or 200 ms.
@@ -342,6 +346,9 @@ pub struct SctpAssociation {
     readable: VecDeque<Message>,
     readable_bytes: u64,
     sack_now: bool,
+    /// The window the last SACK advertised, and the user bytes received since.
+    advertised_rwnd: u32,
+    received_since_sack: u64,
     packets_unacked: u32,
     sack_at: Option<Instant>,
     first_data_at: Option<Instant>,
@@ -435,6 +442,8 @@ impl SctpAssociation {
             readable: VecDeque::new(),
             readable_bytes: 0,
             sack_now: false,
+            advertised_rwnd: cfg.recv_buffer,
+            received_since_sack: 0,
             packets_unacked: 0,
             sack_at: None,
             first_data_at: None,
@@ -535,10 +544,19 @@ impl SctpAssociation {
         }
     }
 
-    /// The next message received, in order per stream.
+    /// The next message received, in order per stream. Reading opens the receive
+    /// window; once it is max(buffer/16, MTU) above what the peer believes it to be
+    /// (the last advertised window less the data received since), a window-update
+    /// SACK goes out (lksctp's `sctp_peer_needs_update` threshold), so drain
+    /// `poll_transmit` after reading.
     pub fn recv(&mut self) -> Option<Message> {
         let m = self.readable.pop_front()?;
         self.readable_bytes -= m.data.len() as u64;
+        let step = u64::from((self.cfg.recv_buffer / 16).max(u32::from(self.cfg.mtu)));
+        let peer_view = u64::from(self.advertised_rwnd).saturating_sub(self.received_since_sack);
+        if self.is_up() && u64::from(self.a_rwnd()).saturating_sub(peer_view) >= step {
+            self.sack_now = true;
+        }
         Some(m)
     }
 
@@ -961,6 +979,7 @@ impl SctpAssociation {
             data: data.to_vec(),
         };
         self.held_bytes += data.len() as u64;
+        self.received_since_sack += data.len() as u64;
         if flags.unordered {
             self.held_unordered.insert(d, frag);
         } else {
@@ -1322,8 +1341,8 @@ impl SctpAssociation {
             self.sack_now = false;
         }
         //= §5.1: until the COOKIE-ACK, DATA may only ride on the COOKIE-ECHO.
-        let sending_data =
-            self.can_send_data() && (self.state != State::CookieEchoed || cookie_echo);
+        let sending_data = self.can_send_data()
+            && (self.state != State::CookieEchoed || (cookie_echo && self.cfg.data_on_cookie_echo));
         if self.sack_now || (self.sack_at.is_some() && sending_data) {
             self.push_sack(&mut b);
         }
@@ -1367,13 +1386,16 @@ impl SctpAssociation {
             }
         }
         let dups = std::mem::take(&mut self.dups);
+        let a_rwnd = self.a_rwnd();
         let sack = ChunkRepr::Sack(SackRepr {
             cum_tsn: self.cum_tsn,
-            a_rwnd: self.a_rwnd(),
+            a_rwnd,
             gap_blocks: GapBlocks::List(&gaps[..n]),
             dup_tsns: DupTsns::List(&dups),
         });
         if b.push(&sack) {
+            self.advertised_rwnd = a_rwnd;
+            self.received_since_sack = 0;
             self.stats.sacks_sent += 1;
             self.sack_now = false;
             self.sack_at = None;

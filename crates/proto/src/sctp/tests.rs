@@ -534,3 +534,45 @@ fn the_third_miss_indication_and_not_the_second_triggers_the_retransmission() {
     // The window was cut: ssthresh = max(cwnd/2, 4*MTU).
     assert_eq!(net.ends[0].ssthresh(), 6000);
 }
+
+#[test]
+fn data_can_wait_for_the_cookie_ack() {
+    let cfg = SctpConfig {
+        data_on_cookie_echo: false,
+        ..SctpConfig::LINUX_2_6_15
+    };
+    let mut net = Net::new(cfg, 10);
+    net.open();
+    net.ends[0].send(0, 0, false, &[1; 100]).unwrap();
+    net.run(ms(1000));
+    let kinds: Vec<Vec<u8>> = net.sent[0]
+        .iter()
+        .map(|p| chunks_of(p).iter().map(|c| c.kind()).collect())
+        .collect();
+    assert_eq!(kinds[1], vec![sctp::chunk_type::COOKIE_ECHO]);
+    assert_eq!(kinds[2], vec![sctp::chunk_type::DATA]);
+    // The data leaves when the COOKIE-ACK arrives (2 RTT) and lands 10 ms later.
+    assert_eq!(net.ends[1].data_arrivals(), Some((ms(50), ms(50))));
+}
+
+#[test]
+fn reading_opens_the_window_with_an_update() {
+    // SACKs only on the timer, so the window updates are what keep data moving.
+    let cfg = SctpConfig {
+        recv_buffer: 3000,
+        sack_freq: 64,
+        ..SctpConfig::LINUX_2_6_15
+    };
+    let mut net = Net::new(cfg, 10);
+    net.open();
+    net.run(ms(100));
+    for _ in 0..30 {
+        net.ends[0].send(0, 0, false, &[3; 1000]).unwrap();
+    }
+    net.run(ms(60_000));
+    assert_eq!(net.received[1].len(), 30);
+    // Three messages per 20 ms round trip: about 0.2 s. Without window updates the
+    // sender would sit out the 200 ms SACK timer every time the window closed (2 s).
+    let (_, last) = net.ends[1].data_arrivals().unwrap();
+    assert!(last < ms(100 + 400), "last data at {last:?}");
+}

@@ -360,7 +360,10 @@ fn several_sweeps_with_reports() {
     assert!(out.join("other/point-0000/summary.json").exists());
     let csv = std::fs::read_to_string(out.join("main/sweep.csv")).unwrap();
     assert!(
-        csv.lines().next().unwrap().ends_with(",goodput_cv"),
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",goodput_cv,transfer_time_s,first_round_bytes"),
         "{csv}"
     );
 

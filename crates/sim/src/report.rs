@@ -175,7 +175,7 @@ fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> 
         let _ = write!(csv, "{k},");
     }
     csv.push_str(
-        "flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts,goodput_cv\n",
+        "flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts,goodput_cv,transfer_time_s,first_round_bytes\n",
     );
     for (i, (p, r)) in sw.points.iter().zip(results).enumerate() {
         for (f, cv) in r.summary.flows.iter().zip(&r.flow_cv) {
@@ -185,7 +185,7 @@ fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> 
             }
             let _ = writeln!(
                 csv,
-                "{},{},{:.6},{},{},{},{},{}",
+                "{},{},{:.6},{},{},{},{},{},{},{}",
                 f.id,
                 f.protocol,
                 f.goodput_mbps,
@@ -195,6 +195,12 @@ fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> 
                 f.retransmits.map_or(String::new(), |c| c.to_string()),
                 f.timeouts.map_or(String::new(), |c| c.to_string()),
                 cv.map_or(String::new(), |c| format!("{c:.6}")),
+                f.transfer_time_s
+                    .map_or(String::new(), |c| format!("{c:.6}")),
+                f.round_bytes
+                    .as_ref()
+                    .and_then(|r| r.first())
+                    .map_or(String::new(), |b| b.to_string()),
             );
         }
     }

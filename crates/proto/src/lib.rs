@@ -10,10 +10,12 @@
 //! passed in; randomness comes from a seed given at construction. The same inputs give
 //! the same bytes out. Bad peer input is counted, never returned as an error.
 //!
-//! What is here: time and rate types, an RFC 6298 RTT estimator, the congestion
-//! control trait with NewReno (RFC 5681/6582) and CUBIC (RFC 9438), and a TCP engine
-//! with SACK (RFC 2018/6675) meant for simulation: it tracks byte counts, not payload
-//! content. What is not: I/O, UDT and SCTP (they come with their own issues).
+//! What is here: time and rate types, an RFC 6298 RTT estimator, congestion control
+//! (NewReno, CUBIC, UDT's and AR-UDT's rate control, SCTP's per-destination window),
+//! a TCP engine with SACK (RFC 2018/6675) meant for simulation (it tracks byte counts,
+//! not payload content), a UDT engine wire-compatible with UDT4 4.11, and an SCTP
+//! association (RFC 9260) that carries real message bytes. What is not: I/O (the
+//! simulator and, later, `longhaul-net` drive these engines).
 
 #![warn(missing_docs)]
 

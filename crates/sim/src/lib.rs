@@ -18,13 +18,16 @@
 //! byte-identical outputs, whatever else runs on the machine and however many threads
 //! a sweep uses.
 //!
-//! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT (the `longhaul-proto` engines),
-//! and UDP sources. Routers may run DiffServ ([`diffserv`]): ingress rules and an
-//! egress scheduler per link. Sweeps ([`sweep`]) run a grid of variants of a scenario
-//! and write a report ([`report`]).
+//! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT, SCTP (the `longhaul-proto`
+//! engines), and UDP sources; applications send bulk data, a number of bytes, or
+//! files round robin ([`app::Files`]). Routers may run DiffServ ([`diffserv`]):
+//! ingress rules and an egress scheduler per link. Sweeps ([`sweep`]) run a grid of
+//! variants of a scenario and write a report ([`report`]).
 //!
-//! What it does not do (yet): SCTP and wireless hops come with their own issues;
-//! payload content is not carried.
+//! What it does not do (yet): wireless hops come with their own issue. Payload
+//! content is not carried, except that SCTP packets travel whole (their chunks and
+//! CRC32c cover the data; the simulated applications write zeros) in side buffers of
+//! the packet pool.
 
 #![warn(missing_docs)]
 

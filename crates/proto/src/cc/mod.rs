@@ -2,7 +2,10 @@
 //!
 //! Window-based controllers (NewReno, CUBIC) implement [`CongestionControl`]; UDT's
 //! rate-based ones (UDT, AR-UDT) implement [`UdtRateControl`], whose events carry what
-//! UDT's receiver reports (receive rate, link capacity, the ACK's RTT).
+//! UDT's receiver reports (receive rate, link capacity, the ACK's RTT). SCTP's
+//! ([`SctpCc`]) is a plain struct: its rules hang on SCTP's own events (a SACK's bytes
+//! and whether it moved the cumulative TSN, T3 expiry), which TCP's trait has no
+//! words for.
 //!
 //! Controllers count in bytes and see the connection only through the event methods
 //! below; loss detection, recovery and the retransmission timer belong to the engine.

@@ -32,6 +32,7 @@
 #![warn(missing_docs)]
 
 pub mod app;
+pub mod basestation;
 pub mod diffserv;
 pub mod link;
 pub mod loss;
@@ -44,6 +45,7 @@ pub mod report;
 pub mod scenario;
 pub mod scheduler;
 pub mod simulation;
+pub mod snoop;
 pub mod sweep;
 pub mod topology;
 pub mod units;

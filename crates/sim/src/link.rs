@@ -53,6 +53,8 @@ pub struct LinkParams {
     /// An egress scheduler in place of the DropTail FIFO (`limit` is then unused:
     /// each class has its own).
     pub egress: Option<EgressSpec>,
+    /// A wireless hop: a base station at either end runs Snoop for TCP across it.
+    pub wireless: bool,
 }
 
 /// Where DSCPs go at a scheduled link's egress.
@@ -371,6 +373,17 @@ impl Link {
         self.queued_pkts
     }
 
+    /// Whether the DropTail queue at `now` could not take a packet of `size` bytes
+    /// and one more after it (ns-2's Snoop caches only below `limit - 1`). Scheduled
+    /// links answer for their total backlog against the limit.
+    pub fn nearly_full(&mut self, now: Instant, size: u32) -> bool {
+        self.advance(now.as_nanos());
+        match self.params.limit {
+            QueueLimit::Packets(n) => self.queued_pkts + 1 >= n,
+            QueueLimit::Bytes(b) => self.queued_bytes + 2 * u64::from(size) > b,
+        }
+    }
+
     /// Bytes in the queue at `now`.
     pub fn queue_bytes(&mut self, now: Instant) -> u64 {
         self.advance(now.as_nanos());
@@ -395,6 +408,7 @@ mod tests {
             limit,
             loss: LossModel::None,
             egress: None,
+            wireless: false,
         };
         Link::new(params, 0, 1, 1, 0)
     }

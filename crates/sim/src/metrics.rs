@@ -68,6 +68,18 @@ pub struct FlowSummary {
     /// How often AR-UDT chose each PktSPW class, from "RTT falling" to "rising".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ar_udt_classes: Option<[u64; 4]>,
+    /// Segments a base station's Snoop retransmitted for this flow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_retransmits: Option<u64>,
+    /// Duplicate ACKs Snoop kept from this flow's sender.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppressed_dupacks: Option<u64>,
+    /// Snoop's mean wireless RTT sample, ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snoop_rtt_ms: Option<f64>,
+    /// Snoop's mean local RTO (at its samples), ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snoop_rto_ms: Option<f64>,
     /// First to last data packet at the receiver, seconds (the SCTP study's transfer
     /// time; TCP and SCTP).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,6 +145,30 @@ pub struct Summary {
     /// DiffServ ingress rules, in scenario order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ingress: Vec<IngressSummary>,
+    /// Base stations, in scenario order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub base_stations: Vec<BaseStationSummary>,
+}
+
+/// What one base station did.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BaseStationSummary {
+    /// Its node.
+    pub node: String,
+    /// Fraction of the run its processor was busy.
+    pub utilisation: f64,
+    /// Packets it processed.
+    pub processed: u64,
+    /// Packets dropped because its processor's queue was full.
+    pub drops: u64,
+    /// Longest processor queue, packets.
+    pub max_queue_pkts: usize,
+    /// Segments Snoop retransmitted locally (all connections).
+    pub local_retransmits: u64,
+    /// Largest number of segments one connection's cache held.
+    pub cache_max_pkts: usize,
+    /// Segments cached (all connections), averaged over the sample instants.
+    pub cache_mean_pkts: f64,
 }
 
 /// What one ingress rule did.
@@ -176,6 +212,7 @@ impl Summary {
             flows,
             links,
             ingress: vec![],
+            base_stations: vec![],
         }
     }
 
@@ -239,6 +276,8 @@ pub struct RunResult {
     pub queue_series: Vec<Vec<u32>>,
     /// cwnd/RTT trace (empty unless asked for).
     pub trace: Vec<TraceRow>,
+    /// Adaptive Snoop's decisions (empty without adaptive base stations).
+    pub decisions: Vec<crate::basestation::Decision>,
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use std::path::Path;
 use crate::metrics::RunResult;
 use crate::plot;
 
-/// Writes `summary.json`, `flows.csv`, `links.csv`, `trace.csv` (if traced) and,
+/// Writes `summary.json`, `flows.csv`, `links.csv`, `trace.csv` (if traced),
+/// `decisions.csv` (adaptive Snoop) and,
 /// with `plots`, `throughput.png`, `queue.png` and `cwnd.png` into `dir`.
 pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -36,6 +37,18 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
         }
     }
     std::fs::write(dir.join("links.csv"), links)?;
+
+    if !r.decisions.is_empty() {
+        let mut d = String::from("time_s,station,flow,snoop,f,error_rate,load_all,load_chosen\n");
+        for x in &r.decisions {
+            let _ = writeln!(
+                d,
+                "{:.6},{},{},{},{},{:.6},{:.6},{:.6}",
+                x.time_s, x.station, x.flow, x.snoop, x.f, x.error, x.load_all, x.load_chosen
+            );
+        }
+        std::fs::write(dir.join("decisions.csv"), d)?;
+    }
 
     if !r.trace.is_empty() {
         let mut tr = String::from(

@@ -69,6 +69,9 @@ impl PointResult {
             Metric::Loss => f.loss_rate,
             Metric::Completion => f.completion_time_s,
             Metric::TransferTime => f.transfer_time_s,
+            Metric::SnoopRtt => f.snoop_rtt_ms,
+            Metric::SnoopRto => f.snoop_rto_ms,
+            Metric::LocalRetransmits => f.local_retransmits.map(|n| n as f64),
             Metric::FirstRound => f
                 .round_bytes
                 .as_ref()

@@ -38,11 +38,13 @@ use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::app::{Arrivals, Files, FlowSpec, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
+use crate::basestation::{AdaptiveConfig, BaseStationSpec, SnoopMode};
 use crate::diffserv::policy::{Action, Match, MeterSpec, PreColors, RuleSpec};
 use crate::diffserv::sched::{ClassConfig, LlqConfig};
 use crate::link::EgressSpec;
 use crate::loss::LossModel;
 use crate::simulation::RunConfig;
+use crate::snoop::{Estimator, SnoopRules};
 use crate::topology::{node_addr, LinkSpec, NodeKind, QueueSpec, Topology, MAX_NODES};
 use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
 use longhaul_proto::sctp::SctpConfig;
@@ -118,7 +120,42 @@ struct File {
     #[serde(default)]
     ingress: Vec<IngressFile>,
     #[serde(default)]
+    base_station: Vec<BaseStationFile>,
+    #[serde(default)]
     outputs: OutputsFile,
+}
+
+/// A base station: processing budget and Snoop.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BaseStationFile {
+    node: String,
+    forward_cost: Option<String>,
+    snoop_cost: Option<String>,
+    queue: Option<usize>,
+    snoop: Option<String>,
+    rules: Option<String>,
+    retransmit_on_dupack: Option<u32>,
+    stale_acks: Option<String>,
+    estimator: Option<String>,
+    gain: Option<f64>,
+    f: Option<f64>,
+    min_tick: Option<String>,
+    cache: Option<usize>,
+    max_local_rxmit: Option<u32>,
+    adaptive: Option<AdaptiveFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdaptiveFile {
+    interval: Option<String>,
+    load_limit: Option<f64>,
+    min_error: Option<f64>,
+    lossy: Option<f64>,
+    f_lossy: Option<f64>,
+    f_clean: Option<f64>,
+    smoothing: Option<f64>,
 }
 
 /// A DiffServ ingress rule at a router.
@@ -249,6 +286,8 @@ struct LinkFile {
     loss: Option<LossFile>,
     loss_reverse: Option<LossFile>,
     egress: Option<EgressFile>,
+    #[serde(default)]
+    wireless: bool,
 }
 
 /// A DiffServ egress scheduler on a link's forward direction.
@@ -407,16 +446,77 @@ impl Scenario {
 
     /// Parses scenario text; `path` is used in error messages and as the default name.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ScenarioError> {
-        // Straight from text (not via `toml::Value`) so errors carry line and column.
+        // Straight from text (not via `toml::Value`) so errors carry line and column,
+        // unless a flow stands for one per pair and must be expanded first.
+        let value: toml::Value = toml::from_str(text).map_err(|e| syntax(path, e))?;
+        let per_pair = value
+            .get("flow")
+            .and_then(|f| f.as_array())
+            .is_some_and(|a| a.iter().any(|f| f.get("per_pair").is_some()));
+        if per_pair {
+            return Self::from_value(value, path);
+        }
         let file: File = toml::from_str(text).map_err(|e| syntax(path, e))?;
         Loader { path }.build(file)
     }
 
     /// Builds a scenario from a parsed TOML document (sweeps edit the document first).
-    pub fn from_value(value: toml::Value, path: &Path) -> Result<Self, ScenarioError> {
+    pub fn from_value(mut value: toml::Value, path: &Path) -> Result<Self, ScenarioError> {
+        expand_per_pair(&mut value).map_err(|m| ScenarioError::Invalid {
+            path: path.to_owned(),
+            key: "flow".into(),
+            message: m,
+        })?;
         let file: File = File::deserialize(value).map_err(|e| syntax(path, e))?;
         Loader { path }.build(file)
     }
+}
+
+/// `per_pair = true` in a `[[flow]]` of a dumbbell stands for one such flow per pair,
+/// `s<i>` to `r<i>`, in pair order (so a sweep over `topology.pairs` needs no list).
+fn expand_per_pair(doc: &mut toml::Value) -> Result<(), String> {
+    let pairs = doc
+        .get("topology")
+        .filter(|t| t.get("kind").and_then(|k| k.as_str()) == Some("dumbbell"))
+        .and_then(|t| t.get("pairs"))
+        .and_then(|p| p.as_integer());
+    let Some(flows) = doc.get_mut("flow").and_then(|f| f.as_array_mut()) else {
+        return Ok(());
+    };
+    let mut out = Vec::with_capacity(flows.len());
+    for (i, f) in flows.drain(..).enumerate() {
+        let mut t = match f {
+            toml::Value::Table(t) => t,
+            other => {
+                out.push(other);
+                continue;
+            }
+        };
+        match t.remove("per_pair") {
+            None | Some(toml::Value::Boolean(false)) => out.push(toml::Value::Table(t)),
+            Some(toml::Value::Boolean(true)) => {
+                let Some(n) = pairs.filter(|&n| (1..=1000).contains(&n)) else {
+                    return Err(format!(
+                        "flow[{i}].per_pair needs a dumbbell topology with `pairs`"
+                    ));
+                };
+                if t.contains_key("from") || t.contains_key("to") {
+                    return Err(format!(
+                        "flow[{i}]: `per_pair` sets `from` and `to` (s<i> to r<i>); remove them"
+                    ));
+                }
+                for p in 0..n {
+                    let mut c = t.clone();
+                    c.insert("from".into(), toml::Value::String(format!("s{p}")));
+                    c.insert("to".into(), toml::Value::String(format!("r{p}")));
+                    out.push(toml::Value::Table(c));
+                }
+            }
+            Some(_) => return Err(format!("flow[{i}].per_pair must be true or false")),
+        }
+    }
+    *flows = out;
+    Ok(())
 }
 
 fn syntax(path: &Path, e: impl std::fmt::Display) -> ScenarioError {
@@ -495,6 +595,7 @@ impl Loader<'_> {
             loss: self.loss(&format!("{key}.loss"), &l.loss)?,
             loss_reverse: self.loss(&format!("{key}.loss_reverse"), &l.loss_reverse)?,
             egress,
+            wireless: l.wireless,
         })
     }
 
@@ -697,6 +798,16 @@ impl Loader<'_> {
             let rule = self.ingress_rule(&topology, &format!("ingress[{i}]"), r)?;
             topology.ingress.push(rule);
         }
+        for (i, b) in f.base_station.iter().enumerate() {
+            let bs = self.base_station(&topology, &format!("base_station[{i}]"), b)?;
+            if topology.base_stations.iter().any(|o| o.node == bs.node) {
+                return Err(self.err(
+                    format!("base_station[{i}].node"),
+                    format!("`{}` already has a base station", b.node),
+                ));
+            }
+            topology.base_stations.push(bs);
+        }
         let trace_interval = match (&f.outputs.trace, &f.outputs.trace_interval) {
             (false, _) => None,
             (true, None) => Some(sample_interval),
@@ -745,6 +856,146 @@ impl Loader<'_> {
             flows,
             plots: f.outputs.plots,
             pcap: f.outputs.pcap,
+        })
+    }
+
+    fn base_station(
+        &self,
+        topo: &Topology,
+        key: &str,
+        b: &BaseStationFile,
+    ) -> Result<BaseStationSpec, ScenarioError> {
+        let k = |f: &str| format!("{key}.{f}");
+        let node = self.any_node(topo, &k("node"), &b.node)?;
+        if topo.nodes[node].kind != NodeKind::Router {
+            return Err(self.err(
+                k("node"),
+                format!("`{}` is a host: a base station is a router", b.node),
+            ));
+        }
+        let cost = |name: &str, v: &Option<String>, d: Duration| match v {
+            None => Ok(d),
+            Some(s) => self.time(&k(name), s),
+        };
+        let forward_cost = cost("forward_cost", &b.forward_cost, Duration::ZERO)?;
+        let snoop_cost = cost("snoop_cost", &b.snoop_cost, Duration::ZERO)?;
+        let queue_pkts = b.queue.unwrap_or(1000);
+        if queue_pkts == 0 {
+            return Err(self.err(k("queue"), "must hold at least one packet"));
+        }
+        let mut rules = match b.rules.as_deref() {
+            None | Some("paper") => SnoopRules::PAPER,
+            Some("ns2") => SnoopRules::NS2,
+            Some(o) => {
+                return Err(self.err(
+                    k("rules"),
+                    format!("unknown `{o}`: use \"paper\" or \"ns2\""),
+                ))
+            }
+        };
+        if let Some(n) = b.retransmit_on_dupack {
+            if !(1..=2).contains(&n) {
+                return Err(self.err(
+                    k("retransmit_on_dupack"),
+                    "must be 1 (the paper) or 2 (ns-2)",
+                ));
+            }
+            rules.retransmit_on_dupack = n;
+        }
+        match b.stale_acks.as_deref() {
+            None => {}
+            Some("drop") => rules.forward_stale_acks = false,
+            Some("forward") => rules.forward_stale_acks = true,
+            Some(o) => {
+                return Err(self.err(
+                    k("stale_acks"),
+                    format!("unknown `{o}`: use \"drop\" (the paper) or \"forward\" (ns-2)"),
+                ))
+            }
+        }
+        match b.estimator.as_deref() {
+            None => {}
+            Some("tcp") => rules.estimator = Estimator::Tcp,
+            Some("ns2") => rules.estimator = Estimator::Ns2,
+            Some(o) => {
+                return Err(self.err(
+                    k("estimator"),
+                    format!("unknown `{o}`: use \"tcp\" or \"ns2\""),
+                ))
+            }
+        }
+        if let Some(g) = b.gain {
+            if !(g > 0.0 && g < 0.5) {
+                return Err(self.err(k("gain"), "must be between 0 and 0.5"));
+            }
+            rules.gain = g;
+        }
+        if let Some(f) = b.f {
+            if !(0.0..=64.0).contains(&f) {
+                return Err(self.err(k("f"), "must be from 0 to 64"));
+            }
+            rules.f = f;
+        }
+        rules.min_tick = cost("min_tick", &b.min_tick, rules.min_tick)?;
+        if let Some(c) = b.cache {
+            if c == 0 {
+                return Err(self.err(
+                    k("cache"),
+                    "must hold at least one segment (or set snoop = \"off\")",
+                ));
+            }
+            rules.cache_pkts = c;
+        }
+        if let Some(m) = b.max_local_rxmit {
+            rules.max_local_rxmit = m;
+        }
+        let mode = match (b.snoop.as_deref(), &b.adaptive) {
+            (Some("adaptive"), a) => {
+                let d = AdaptiveConfig::default();
+                let a = a.as_ref();
+                let get = |v: Option<f64>, dv: f64| v.unwrap_or(dv);
+                let interval = match a.and_then(|a| a.interval.as_ref()) {
+                    Some(s) => self.time(&k("adaptive.interval"), s)?,
+                    None => d.interval,
+                };
+                if interval.is_zero() {
+                    return Err(self.err(k("adaptive.interval"), "must be above zero"));
+                }
+                let cfg = AdaptiveConfig {
+                    interval,
+                    load_limit: get(a.and_then(|a| a.load_limit), d.load_limit),
+                    min_error: get(a.and_then(|a| a.min_error), d.min_error),
+                    lossy: get(a.and_then(|a| a.lossy), d.lossy),
+                    f_lossy: get(a.and_then(|a| a.f_lossy), d.f_lossy),
+                    f_clean: get(a.and_then(|a| a.f_clean), d.f_clean),
+                    smoothing: get(a.and_then(|a| a.smoothing), d.smoothing),
+                };
+                if !(cfg.load_limit > 0.0 && cfg.smoothing > 0.0 && cfg.smoothing <= 1.0) {
+                    return Err(
+                        self.err(k("adaptive"), "need load_limit > 0 and 0 < smoothing <= 1")
+                    );
+                }
+                SnoopMode::Adaptive(cfg)
+            }
+            (_, Some(_)) => {
+                return Err(self.err(k("adaptive"), "applies to snoop = \"adaptive\" only"))
+            }
+            (None | Some("off"), None) => SnoopMode::Off,
+            (Some("on"), None) => SnoopMode::On,
+            (Some(o), None) => {
+                return Err(self.err(
+                    k("snoop"),
+                    format!("unknown `{o}`: use \"off\", \"on\" or \"adaptive\""),
+                ))
+            }
+        };
+        Ok(BaseStationSpec {
+            node,
+            forward_cost,
+            snoop_cost,
+            queue_pkts,
+            mode,
+            rules,
         })
     }
 

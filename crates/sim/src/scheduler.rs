@@ -28,6 +28,12 @@ pub enum Event {
     Sample,
     /// A trace sample (cwnd, RTT) is taken.
     Trace,
+    /// A base station's processor finished its current packet.
+    StationDone(u16),
+    /// A base station's adaptive policy decides.
+    StationAdapt(u16),
+    /// A Snoop agent's local timer (by flow).
+    SnoopTimer(u32),
 }
 
 /// A heap entry. `key` packs `(time, seq)` into one integer (time in the high 64

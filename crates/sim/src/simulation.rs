@@ -8,12 +8,16 @@ use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 use rand::Rng;
 
 use crate::app::{Arrivals, Flow, FlowSpec, SctpFlow, TcpFlow, UdpFlow, UdtFlow};
+use crate::basestation::{decide, Decision, Job, Role, SnoopMode, StationRt};
 use crate::diffserv::policy::Rule;
 use crate::link::{Enqueued, Link, Scheduled};
-use crate::metrics::{FlowSummary, IngressSummary, LinkSummary, RunResult, Summary, TraceRow};
+use crate::metrics::{
+    BaseStationSummary, FlowSummary, IngressSummary, LinkSummary, RunResult, Summary, TraceRow,
+};
 use crate::packet::{PacketId, PacketPool};
 use crate::pcap::PcapWriter;
 use crate::scheduler::{Event, Scheduler};
+use crate::snoop::{AckAction, DataAction, SnoopAgent, SnoopStats};
 use crate::topology::{addr_node, node_addr, NodeKind, Topology};
 use longhaul_proto::sctp::{Event as SctpEvent, SctpAssociation};
 use longhaul_proto::udt::{Event as UdtEvent, UdtConnConfig, UdtConnection};
@@ -76,6 +80,17 @@ pub struct Simulation {
     ingress_order: Vec<(usize, usize)>,
     /// Whether any node has rules (one flag on the per-packet path).
     any_ingress: bool,
+    /// Base stations: which node has one, their state, whether there are any.
+    station_of: Vec<Option<u16>>,
+    stations: Vec<StationRt>,
+    any_station: bool,
+    /// Snoop agents by flow, the station each belongs to, its timer, and the counts
+    /// of agents already retired (adaptive Snoop turned off).
+    agents: Vec<Option<SnoopAgent>>,
+    agent_station: Vec<usize>,
+    agent_timer_at: Vec<Option<Instant>>,
+    retired: Vec<SnoopStats>,
+    decisions: Vec<Decision>,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
     /// Scratch space for engines that write whole datagrams (SCTP).
@@ -297,7 +312,24 @@ impl Simulation {
             ingress_order.push((r.node, ingress[r.node].len()));
             ingress[r.node].push(Rule::new(r.clone(), Instant::ZERO));
         }
+        let mut station_of = vec![None; nodes.len()];
+        let mut stations = vec![];
+        for (i, b) in topo.base_stations.iter().enumerate() {
+            station_of[b.node] = Some(i as u16);
+            if let SnoopMode::Adaptive(a) = b.mode {
+                sched.schedule(Instant::ZERO + a.interval, Event::StationAdapt(i as u16));
+            }
+            stations.push(StationRt::new(b.clone(), nf));
+        }
         Ok(Simulation {
+            any_station: !stations.is_empty(),
+            station_of,
+            stations,
+            agents: vec![None; nf],
+            agent_station: vec![0; nf],
+            agent_timer_at: vec![None; nf],
+            retired: vec![SnoopStats::default(); nf],
+            decisions: vec![],
             any_ingress: !ingress_order.is_empty(),
             ingress,
             ingress_order,
@@ -340,6 +372,9 @@ impl Simulation {
                 Event::UdpSend(f) => self.on_udp_send(now, f as usize),
                 Event::Sample => self.on_sample(now),
                 Event::Trace => self.on_trace(now),
+                Event::StationDone(s) => self.on_station_done(now, usize::from(s)),
+                Event::StationAdapt(s) => self.on_station_adapt(now, usize::from(s)),
+                Event::SnoopTimer(f) => self.on_snoop_timer(now, f as usize),
             }
         }
         self.finish(end)
@@ -365,7 +400,263 @@ impl Simulation {
             self.pool.free(pkt);
             return;
         }
+        if self.any_station {
+            if let Some(s) = self.station_of[node] {
+                self.station_arrive(now, usize::from(s), pkt, l);
+                return;
+            }
+        }
         self.deliver(now, node, pkt);
+    }
+
+    // ---- base stations and Snoop ------------------------------------------------
+
+    /// What a packet arriving at a station's node over link direction `from` is to
+    /// Snoop: read off its real TCP header.
+    fn classify(&self, node: usize, pkt: PacketId, from: usize) -> Role {
+        let p = self.pool.get(pkt);
+        let h = p.header();
+        if h.len() < 20 || h[9] != 6 {
+            return Role::Other;
+        }
+        let ihl = usize::from(h[0] & 0x0f) * 4;
+        let Ok(tcp) = longhaul_wire::TcpPacket::new_checked(&h[ihl.min(h.len())..]) else {
+            return Role::Other;
+        };
+        let is_tcp_flow = |f: usize| matches!(self.flows.get(f), Some(Flow::Tcp(_)));
+        if p.payload_len > 0 {
+            let Some(dst) = addr_node(p.dst_bits(), self.nodes.len()) else {
+                return Role::Other;
+            };
+            let towards_wireless = self.nodes[node].routes[dst]
+                .is_some_and(|l| self.links[l as usize].params.wireless);
+            let flow = usize::from(tcp.src_port().wrapping_sub(TCP_SENDER_PORT));
+            if towards_wireless && is_tcp_flow(flow) {
+                return Role::Data {
+                    flow,
+                    seq: tcp.seq_number(),
+                    len: p.payload_len,
+                };
+            }
+        } else if self.links[from].params.wireless
+            && tcp.ack()
+            && !tcp.syn()
+            && !tcp.fin()
+            && !tcp.rst()
+        {
+            let flow = usize::from(tcp.src_port().wrapping_sub(TCP_RECEIVER_PORT));
+            if is_tcp_flow(flow) {
+                return Role::Ack {
+                    flow,
+                    ack: tcp.ack_number(),
+                };
+            }
+        }
+        Role::Other
+    }
+
+    /// A packet reaches a base station: it waits for the processor.
+    fn station_arrive(&mut self, now: Instant, s: usize, pkt: PacketId, from: usize) {
+        let role = self.classify(self.stations[s].spec.node, pkt, from);
+        let st = &mut self.stations[s];
+        st.count(role);
+        let snooped = match role {
+            Role::Data { flow, .. } | Role::Ack { flow, .. } => st.snoops(flow),
+            Role::Other => false,
+        };
+        if st.queue.len() >= st.spec.queue_pkts {
+            st.drops += 1;
+            self.pool.free(pkt);
+            return;
+        }
+        let mut cost = st.spec.forward_cost.as_nanos() as u64;
+        if snooped {
+            cost += st.spec.snoop_cost.as_nanos() as u64;
+        }
+        st.queue.push_back(Job {
+            pkt,
+            role,
+            snooped,
+            cost_ns: cost,
+        });
+        st.max_queue = st.max_queue.max(st.queue.len());
+        if !st.busy {
+            self.station_start(now, s);
+        }
+    }
+
+    fn station_start(&mut self, now: Instant, s: usize) {
+        let st = &mut self.stations[s];
+        let Some(job) = st.queue.front() else {
+            st.busy = false;
+            return;
+        };
+        let work = job.cost_ns + std::mem::take(&mut st.debt_ns);
+        st.busy = true;
+        st.busy_ns += work;
+        self.sched
+            .schedule(now.add_nanos(work), Event::StationDone(s as u16));
+    }
+
+    fn on_station_done(&mut self, now: Instant, s: usize) {
+        let Some(job) = self.stations[s].queue.pop_front() else {
+            return;
+        };
+        self.stations[s].processed += 1;
+        self.station_process(now, s, job);
+        self.station_start(now, s);
+    }
+
+    /// The processor is done with a packet: Snoop acts on it, then it goes on (or
+    /// not).
+    fn station_process(&mut self, now: Instant, s: usize, job: Job) {
+        let node = self.stations[s].spec.node;
+        if !job.snooped {
+            self.deliver(now, node, job.pkt);
+            return;
+        }
+        let pkt = *self.pool.get(job.pkt);
+        // (forward the packet, a packet of the station's own to send)
+        let (flow, forward, extra) = match job.role {
+            Role::Other => unreachable!("only TCP data and ACKs are snooped"),
+            Role::Data { flow, seq, len } => {
+                let no_room = addr_node(pkt.dst_bits(), self.nodes.len())
+                    .and_then(|d| self.nodes[node].routes[d])
+                    .is_some_and(|l| self.links[l as usize].nearly_full(now, pkt.wire_len()));
+                let agent = self.agent(s, flow);
+                match agent.on_data(now, seq, len, &pkt, no_room) {
+                    DataAction::Forward => (flow, true, None),
+                    DataAction::DropAndReAck => (flow, false, agent.last_ack_packet().copied()),
+                }
+            }
+            Role::Ack { flow, ack } => match self.agent(s, flow).on_ack(now, ack, &pkt) {
+                AckAction::Forward => (flow, true, None),
+                AckAction::Suppress => (flow, false, None),
+                AckAction::Retransmit(p) => (flow, false, Some(*p)),
+            },
+        };
+        if forward {
+            self.deliver(now, node, job.pkt);
+        } else {
+            self.pool.free(job.pkt);
+        }
+        if let Some(p) = extra {
+            self.station_send(now, s, p);
+        }
+        self.rearm_agent(flow);
+    }
+
+    /// The agent of `flow` at station `s`, created on first use.
+    fn agent(&mut self, s: usize, flow: usize) -> &mut SnoopAgent {
+        let mut rules = self.stations[s].spec.rules;
+        rules.f = self.stations[s].f[flow];
+        self.agent_station[flow] = s;
+        self.agents[flow].get_or_insert_with(|| SnoopAgent::new(rules))
+    }
+
+    /// The station sends a packet of its own making (a local retransmission or a
+    /// regenerated ACK): it costs Snoop's work on the processor.
+    fn station_send(&mut self, now: Instant, s: usize, p: crate::packet::Packet) {
+        let st = &mut self.stations[s];
+        st.debt_ns += st.spec.snoop_cost.as_nanos() as u64;
+        let node = st.spec.node;
+        let id = self.pool.alloc(now);
+        *self.pool.get_mut(id) = crate::packet::Packet { sent_at: now, ..p };
+        self.deliver(now, node, id);
+    }
+
+    fn rearm_agent(&mut self, flow: usize) {
+        let deadline = self.agents[flow].as_ref().and_then(SnoopAgent::timer);
+        rearm(
+            &mut self.sched,
+            &mut self.agent_timer_at[flow],
+            deadline,
+            Event::SnoopTimer(flow as u32),
+        );
+    }
+
+    fn on_snoop_timer(&mut self, now: Instant, flow: usize) {
+        if self.agent_timer_at[flow] != Some(now) {
+            return;
+        }
+        self.agent_timer_at[flow] = None;
+        let s = self.agent_station[flow];
+        let Some(agent) = self.agents[flow].as_mut() else {
+            return;
+        };
+        if let Some(p) = agent.on_timer(now) {
+            self.station_send(now, s, p);
+        }
+        self.rearm_agent(flow);
+    }
+
+    /// Adaptive Snoop: decide who gets Snoop for the next interval.
+    fn on_station_adapt(&mut self, now: Instant, s: usize) {
+        let node = self.stations[s].spec.node;
+        let st = &mut self.stations[s];
+        let SnoopMode::Adaptive(cfg) = st.spec.mode else {
+            return;
+        };
+        let mut windows = vec![];
+        for (flow, w) in st.windows.iter_mut().enumerate() {
+            if w.data == 0 && w.acks == 0 {
+                continue;
+            }
+            // The wireless hop towards this flow's receiver: its frame losses.
+            let link = match &self.flows[flow] {
+                Flow::Tcp(t) => self.nodes[node].routes[t.spec.to],
+                _ => None,
+            };
+            if let Some(l) = link {
+                let ls = &self.links[l as usize].stats;
+                let (lost, carried) = (ls.drops_loss, ls.enqueued_pkts);
+                let (dl, dc) = (lost - w.link_seen.0, carried - w.link_seen.1);
+                w.link_seen = (lost, carried);
+                if dl + dc > 0 {
+                    let e = dl as f64 / (dl + dc) as f64;
+                    w.error = cfg.smoothing * e + (1.0 - cfg.smoothing) * w.error;
+                }
+            }
+            windows.push((flow, *w));
+        }
+        let (choice, load_all, load_chosen) = decide(
+            &cfg,
+            st.spec.forward_cost,
+            st.spec.snoop_cost,
+            st.other_pkts,
+            &windows,
+        );
+        for &(flow, on, f) in &choice {
+            if st.snoop_on[flow] && !on {
+                // Off: the agent and its cache go (a later "on" starts afresh).
+                if let Some(a) = self.agents[flow].take() {
+                    self.retired[flow].merge(a.stats());
+                }
+            }
+            st.snoop_on[flow] = on;
+            st.f[flow] = f;
+            if let Some(a) = self.agents[flow].as_mut() {
+                a.set_f(f);
+            }
+            self.decisions.push(Decision {
+                time_s: now.as_secs_f64(),
+                station: s,
+                flow,
+                snoop: on,
+                f,
+                error: st.windows[flow].error,
+                load_all,
+                load_chosen,
+            });
+        }
+        for w in &mut st.windows {
+            w.data = 0;
+            w.acks = 0;
+            w.loss_episodes = 0;
+        }
+        st.other_pkts = 0;
+        self.sched
+            .schedule(now + cfg.interval, Event::StationAdapt(s as u16));
     }
 
     /// A node's ingress rules: the first that matches meters, marks or drops the
@@ -826,6 +1117,17 @@ impl Simulation {
             self.last_link_bytes[i] = b;
             self.queue_series[i].push(l.queue_pkts(now));
         }
+        for (s, st) in self.stations.iter_mut().enumerate() {
+            let cached: usize = self
+                .agents
+                .iter()
+                .zip(&self.agent_station)
+                .filter(|(a, &at)| a.is_some() && at == s)
+                .map(|(a, _)| a.as_ref().map_or(0, SnoopAgent::cached))
+                .sum();
+            st.cache_sum += cached as u64;
+            st.cache_samples += 1;
+        }
         self.sched
             .schedule(now + self.cfg.sample_interval, Event::Sample);
     }
@@ -948,7 +1250,51 @@ impl Simulation {
                 }
             })
             .collect();
+        // Snoop's counts per flow: retired agents plus the live one.
+        let mut snoop: Vec<Option<SnoopStats>> = vec![None; self.flows.len()];
+        for (i, slot) in snoop.iter_mut().enumerate() {
+            let mut st = self.retired[i];
+            if let Some(a) = &self.agents[i] {
+                st.merge(a.stats());
+            }
+            if st != SnoopStats::default() || self.agents[i].is_some() {
+                *slot = Some(st);
+            }
+        }
+        for (f, st) in summary.flows.iter_mut().zip(&snoop) {
+            if let Some(st) = st {
+                f.local_retransmits = Some(st.local_retransmits);
+                f.suppressed_dupacks = Some(st.suppressed_dupacks);
+                if st.rtt_samples > 0 {
+                    f.snoop_rtt_ms = Some(st.rtt_sum_s / st.rtt_samples as f64 * 1e3);
+                    f.snoop_rto_ms = Some(st.rto_sum_s / st.rtt_samples as f64 * 1e3);
+                }
+            }
+        }
+        summary.base_stations = self
+            .stations
+            .iter()
+            .enumerate()
+            .map(|(s, st)| {
+                let mine: Vec<SnoopStats> = snoop
+                    .iter()
+                    .zip(&self.agent_station)
+                    .filter_map(|(x, &at)| x.filter(|_| at == s))
+                    .collect();
+                BaseStationSummary {
+                    node: self.topo.nodes[st.spec.node].name.clone(),
+                    utilisation: st.busy_ns as f64 / self.cfg.duration.as_nanos() as f64,
+                    processed: st.processed,
+                    drops: st.drops,
+                    max_queue_pkts: st.max_queue,
+                    local_retransmits: mine.iter().map(|x| x.local_retransmits).sum(),
+                    cache_max_pkts: mine.iter().map(|x| x.cache_max_pkts).max().unwrap_or(0),
+                    cache_mean_pkts: st.cache_sum as f64 / st.cache_samples.max(1) as f64,
+                }
+            })
+            .collect();
         Ok(RunResult {
+            decisions: std::mem::take(&mut self.decisions),
             summary,
             sample_times: self.sample_times,
             goodput_series: self.goodput_series,
@@ -1002,6 +1348,10 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
         ar_udt_classes: None,
         transfer_time_s: None,
         round_bytes: None,
+        local_retransmits: None,
+        suppressed_dupacks: None,
+        snoop_rtt_ms: None,
+        snoop_rto_ms: None,
     };
     let (start, stop) = match f {
         Flow::Tcp(t) => {

@@ -149,6 +149,12 @@ pub enum Metric {
     TransferTime,
     /// Bytes sent in the first slow-start round: what the initial window carried.
     FirstRound,
+    /// Snoop's mean local (wireless) RTT, ms.
+    SnoopRtt,
+    /// Snoop's mean local RTO, ms.
+    SnoopRto,
+    /// Segments Snoop retransmitted locally.
+    LocalRetransmits,
     /// The Mathis bound with delayed ACKs, `0.866 * B / (R * sqrt(p))` in Mb/s, as the
     /// DiffServ study computes it: B = 1000 bytes, R the flow's smoothed RTT, p its
     /// retransmitted share of segments, and 1e-6 where p = 0 (TCP).
@@ -156,12 +162,15 @@ pub enum Metric {
 }
 
 impl Metric {
-    const ALL: [(&'static str, Metric); 8] = [
+    const ALL: [(&'static str, Metric); 11] = [
         ("goodput", Metric::Goodput),
         ("loss", Metric::Loss),
         ("completion", Metric::Completion),
         ("transfer_time", Metric::TransferTime),
         ("first_round", Metric::FirstRound),
+        ("snoop_rtt", Metric::SnoopRtt),
+        ("snoop_rto", Metric::SnoopRto),
+        ("local_retransmits", Metric::LocalRetransmits),
         ("mean_delay", Metric::MeanDelay),
         ("max_delay", Metric::MaxDelay),
         ("mathis", Metric::Mathis),
@@ -191,6 +200,9 @@ impl Metric {
             Metric::Completion => "completion time (s)",
             Metric::TransferTime => "transfer time, first to last data packet (s)",
             Metric::FirstRound => "bytes sent in the first round",
+            Metric::SnoopRtt => "Snoop's local RTT (ms)",
+            Metric::SnoopRto => "Snoop's local RTO (ms)",
+            Metric::LocalRetransmits => "local retransmissions by Snoop",
             Metric::MeanDelay => "mean one-way delay (ms)",
             Metric::MaxDelay => "largest one-way delay (ms)",
             Metric::Mathis => "Mathis bound (Mb/s)",

@@ -13,6 +13,7 @@
 use longhaul_proto::{Bandwidth, Duration};
 use longhaul_wire::Ipv4Address;
 
+use crate::basestation::BaseStationSpec;
 use crate::diffserv::policy::RuleSpec;
 use crate::link::{EgressSpec, LinkParams, QueueLimit};
 use crate::loss::LossModel;
@@ -59,6 +60,9 @@ pub struct LinkSpec {
     pub loss_reverse: LossModel,
     /// An egress scheduler on the forward direction (DiffServ), instead of DropTail.
     pub egress: Option<EgressSpec>,
+    /// A wireless hop (its error models are `loss` and `loss_reverse`); base
+    /// stations run Snoop for TCP across it.
+    pub wireless: bool,
 }
 
 impl LinkSpec {
@@ -71,6 +75,7 @@ impl LinkSpec {
             loss: LossModel::None,
             loss_reverse: LossModel::None,
             egress: None,
+            wireless: false,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct Topology {
     /// DiffServ ingress rules (classify, meter, mark or drop), each at its node, in
     /// the order they are tried.
     pub ingress: Vec<RuleSpec>,
+    /// Base stations (processing budget, Snoop), at most one per node.
+    pub base_stations: Vec<BaseStationSpec>,
 }
 
 /// The address of node `i`.
@@ -106,6 +113,7 @@ impl Topology {
             nodes: vec![],
             links: vec![],
             ingress: vec![],
+            base_stations: vec![],
         }
     }
 
@@ -136,6 +144,7 @@ impl Topology {
             limit,
             loss,
             egress,
+            wireless: spec.wireless,
         };
         self.links
             .push((a, b, dir(name.to_string(), spec.loss, spec.egress.clone())));

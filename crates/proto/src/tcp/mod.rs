@@ -800,9 +800,12 @@ impl TcpConnection {
         //# When the third duplicate ACK is received, the TCP sender first checks the
         //# value of recover to see if the Cumulative Acknowledgment field covers more
         //# than recover.  If so, the value of recover is incremented ...
+        // `recover` is an offset one past the highest byte sent, so "covers more
+        // than recover" (the highest sequence number) is `una > recover`; before any
+        // recovery or timeout there is nothing to cover.
         if self.recovery.is_none()
             && self.dup_acks == self.cfg.dup_thresh
-            && self.board.una() >= self.recover
+            && (self.recover == 0 || self.board.una() > self.recover)
         {
             self.board.mark_una_lost();
             self.enter_recovery(now);

@@ -21,11 +21,14 @@
 //! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT, SCTP (the `longhaul-proto`
 //! engines), and UDP sources; applications send bulk data, a number of bytes, or
 //! files round robin ([`app::Files`]). Routers may run DiffServ ([`diffserv`]):
-//! ingress rules and an egress scheduler per link. Sweeps ([`sweep`]) run a grid of
-//! variants of a scenario and write a report ([`report`]).
+//! ingress rules and an egress scheduler per link. Links may be wireless hops, and a
+//! router a base station with a processing budget that runs Snoop
+//! ([`basestation`], [`snoop`]). Sweeps ([`sweep`]) run a grid of variants of a
+//! scenario and write a report ([`report`]).
 //!
-//! What it does not do (yet): wireless hops come with their own issue. Payload
-//! content is not carried, except that SCTP packets travel whole (their chunks and
+//! What it does not do: shared wireless media (each wireless hop is its own
+//! point-to-point link), mobility, link-layer retransmission. Payload content is not
+//! carried, except that SCTP packets travel whole (their chunks and
 //! CRC32c cover the data; the simulated applications write zeros) in side buffers of
 //! the packet pool.
 

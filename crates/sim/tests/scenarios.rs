@@ -80,6 +80,30 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["bad.toml", "quic"],
         ),
         (
+            base() + "[[base_station]]\nnode = \"n0\"\n",
+            &["base_station[0].node", "host"],
+        ),
+        (
+            base() + "[[base_station]]\nnode = \"n1\"\nsnoop = \"sometimes\"\n",
+            &["base_station[0].snoop", "adaptive"],
+        ),
+        (
+            base() + "[[base_station]]\nnode = \"n1\"\nsnoop = \"on\"\nadaptive = { interval = \"1s\" }\n",
+            &["base_station[0].adaptive", "snoop = \"adaptive\""],
+        ),
+        (
+            base() + "[[base_station]]\nnode = \"n1\"\nretransmit_on_dupack = 3\n",
+            &["base_station[0].retransmit_on_dupack", "1", "2"],
+        ),
+        (
+            base() + "[[base_station]]\nnode = \"n1\"\n[[base_station]]\nnode = \"n1\"\n",
+            &["base_station[1].node", "already"],
+        ),
+        (
+            base() + "[[flow]]\nper_pair = true\nprotocol = \"tcp\"\n",
+            &["bad.toml", "per_pair", "dumbbell"],
+        ),
+        (
             base() + "[[flow]]\nprotocol = \"sctp\"\nprofile = \"bsd\"\n",
             &["flow[1].profile", "linux-2.6.15", "rfc9260"],
         ),

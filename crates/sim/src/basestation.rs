@@ -99,6 +99,14 @@ pub(crate) struct FlowWindow {
     pub data: u64,
     pub acks: u64,
     pub loss_episodes: u64,
+    /// Bytes the connection's ACKs advanced by in this interval.
+    pub acked_bytes: u64,
+    /// Smoothed acknowledged rate (bytes/s) seen with Snoop on and off: the history
+    /// of Snoop's benefit for this connection.
+    pub rate_on: Option<f64>,
+    pub rate_off: Option<f64>,
+    /// Intervals since the mode not in use was last tried.
+    pub age: u32,
     /// The wireless link's (lost, carried) frame counts at the last decision.
     pub link_seen: (u64, u64),
     pub in_dup_run: bool,
@@ -140,9 +148,15 @@ pub(crate) fn decide(
     let snp = snoop_cost.as_secs_f64();
     let all_pkts: u64 = other_pkts + windows.iter().map(|(_, w)| w.data + w.acks).sum::<u64>();
     let base = all_pkts as f64 * fwd / secs;
+    // Worth protecting: errors on its hop, and Snoop not seen to do worse than no
+    // Snoop for it (a mode not yet tried counts as promising).
+    let benefit = |w: &FlowWindow| match (w.rate_on, w.rate_off) {
+        (Some(on), Some(off)) => on >= 1.05 * off,
+        _ => true,
+    };
     let mut order: Vec<&(usize, FlowWindow)> = windows
         .iter()
-        .filter(|(_, w)| w.error >= cfg.min_error)
+        .filter(|(_, w)| w.error >= cfg.min_error && benefit(w))
         .collect();
     order.sort_by(|a, b| b.1.error.total_cmp(&a.1.error).then(a.0.cmp(&b.0)));
     let load_all = base
@@ -308,6 +322,9 @@ impl StationRt {
             Role::Ack { flow, ack } => {
                 let w = &mut self.windows[flow];
                 w.acks += 1;
+                if let Some(last) = self.last_ack[flow].filter(|&l| ack > l) {
+                    w.acked_bytes += u64::from(ack.0.wrapping_sub(last.0));
+                }
                 match self.last_ack[flow] {
                     Some(last) if ack == last => {
                         if !w.in_dup_run {

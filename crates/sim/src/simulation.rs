@@ -607,6 +607,25 @@ impl Simulation {
                 Flow::Tcp(t) => self.nodes[node].routes[t.spec.to],
                 _ => None,
             };
+            // The benefit history: this interval's acknowledged rate, booked to the
+            // mode the connection had; every 15 intervals the other mode is
+            // forgotten, to be tried again.
+            let rate = w.acked_bytes as f64 / cfg.interval.as_secs_f64();
+            let slot = if st.snoop_on[flow] {
+                &mut w.rate_on
+            } else {
+                &mut w.rate_off
+            };
+            *slot = Some(slot.map_or(rate, |r| 0.5 * rate + 0.5 * r));
+            w.age += 1;
+            if w.age >= 15 {
+                w.age = 0;
+                if st.snoop_on[flow] {
+                    w.rate_off = None;
+                } else {
+                    w.rate_on = None;
+                }
+            }
             if let Some(l) = link {
                 let ls = &self.links[l as usize].stats;
                 let (lost, carried) = (ls.drops_loss, ls.enqueued_pkts);
@@ -653,6 +672,7 @@ impl Simulation {
             w.data = 0;
             w.acks = 0;
             w.loss_episodes = 0;
+            w.acked_bytes = 0;
         }
         st.other_pkts = 0;
         self.sched

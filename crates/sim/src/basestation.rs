@@ -36,13 +36,17 @@ pub enum SnoopMode {
 /// frames the hop lost over frames it carried, as a link layer that expects
 /// acknowledgements knows them. (Duplicate-ACK runs would also count the station's
 /// own queue overflows, which are congestion and not Snoop's to hide.)
-/// It predicts the processor's utilisation if Snoop ran for a set S of connections:
-/// `(sum of all packets * forward_cost + sum over S of (n_c + a_c) * snoop_cost) /
-/// interval`. Snoop is turned on for connections with `p_c >= min_error`, the most
+/// It also books the rate at which *c*'s ACKs advanced to the mode *c* had (Snoop on
+/// or off), smoothed: the history of Snoop's benefit, of which the mode not in use
+/// is forgotten every 15 intervals so that it is tried again. It predicts the
+/// processor's utilisation if Snoop ran for a set S of connections: `(sum of all
+/// packets * forward_cost + sum over S of (n_c + a_c) * snoop_cost) / interval`.
+/// Snoop is turned on for connections with `p_c >= min_error` whose history does not
+/// show Snoop doing worse (on must beat off by 5 % once both were tried), the most
 /// lossy first, as long as the prediction stays under `load_limit`; the rest go
 /// unprotected. Each protected connection gets `f = f_lossy` if `p_c >= lossy` (the
 /// wireless losses dominate, so a prompt local timeout pays) and `f_clean` otherwise.
-/// The prediction does not depend on the current decisions, so the policy does not
+/// The load prediction does not depend on the current decisions, so it does not
 /// oscillate.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdaptiveConfig {

@@ -102,7 +102,6 @@ pub struct BaseStationSpec {
 pub(crate) struct FlowWindow {
     pub data: u64,
     pub acks: u64,
-    pub loss_episodes: u64,
     /// Bytes the connection's ACKs advanced by in this interval.
     pub acked_bytes: u64,
     /// Smoothed acknowledged rate (bytes/s) seen with Snoop on and off: the history
@@ -113,7 +112,6 @@ pub(crate) struct FlowWindow {
     pub age: u32,
     /// The wireless link's (lost, carried) frame counts at the last decision.
     pub link_seen: (u64, u64),
-    pub in_dup_run: bool,
     /// Smoothed error rate.
     pub error: f64,
 }
@@ -326,20 +324,13 @@ impl StationRt {
             Role::Ack { flow, ack } => {
                 let w = &mut self.windows[flow];
                 w.acks += 1;
-                if let Some(last) = self.last_ack[flow].filter(|&l| ack > l) {
-                    w.acked_bytes += u64::from(ack.0.wrapping_sub(last.0));
-                }
                 match self.last_ack[flow] {
-                    Some(last) if ack == last => {
-                        if !w.in_dup_run {
-                            w.loss_episodes += 1;
-                            w.in_dup_run = true;
+                    Some(last) if ack <= last => {}
+                    last => {
+                        if let Some(last) = last {
+                            w.acked_bytes += u64::from(ack.0.wrapping_sub(last.0));
                         }
-                    }
-                    Some(last) if ack < last => {}
-                    _ => {
                         self.last_ack[flow] = Some(ack);
-                        w.in_dup_run = false;
                     }
                 }
             }

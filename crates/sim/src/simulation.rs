@@ -671,7 +671,6 @@ impl Simulation {
         for w in &mut st.windows {
             w.data = 0;
             w.acks = 0;
-            w.loss_episodes = 0;
             w.acked_bytes = 0;
         }
         st.other_pkts = 0;

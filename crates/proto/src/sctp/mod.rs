@@ -342,6 +342,9 @@ pub struct SctpAssociation {
     held: BTreeMap<(u16, u64), Fragment>,
     held_unordered: BTreeMap<u64, Fragment>,
     held_bytes: u64,
+    /// Streams that got ordered DATA since the last delivery pass (a buffer kept
+    /// between packets, so delivery costs what arrived, not the stream count).
+    touched: Vec<u16>,
     ssn_in: Vec<u16>,
     readable: VecDeque<Message>,
     readable_bytes: u64,
@@ -438,6 +441,7 @@ impl SctpAssociation {
             held: BTreeMap::new(),
             held_unordered: BTreeMap::new(),
             held_bytes: 0,
+            touched: vec![],
             ssn_in: vec![0; usize::from(cfg.streams)],
             readable: VecDeque::new(),
             readable_bytes: 0,
@@ -984,6 +988,9 @@ impl SctpAssociation {
             self.held_unordered.insert(d, frag);
         } else {
             self.held.insert((stream, d), frag);
+            if !self.touched.contains(&stream) {
+                self.touched.push(stream);
+            }
         }
         //= §6.7: with gaps, SACK every packet; usrsctp also when a gap just closed.
         had_gap || !self.above.is_empty()
@@ -1017,8 +1024,10 @@ impl SctpAssociation {
             let msg = take_run(&mut self.held_unordered, run);
             self.push_message(msg);
         }
-        // Ordered: per stream, the message with the next SSN, if complete.
-        for stream in 0..self.streams_in {
+        // Ordered: per stream that got data, the message with the next SSN, if
+        // complete.
+        let touched = std::mem::take(&mut self.touched);
+        for &stream in &touched {
             loop {
                 let expected = self.ssn_in[usize::from(stream)];
                 let range = self.held.range((stream, 0)..=(stream, u64::MAX));
@@ -1057,6 +1066,10 @@ impl SctpAssociation {
                 });
             }
         }
+        // Keep the buffer's capacity; streams still waiting on a gap are touched
+        // again when the chunk that fills it arrives.
+        self.touched = touched;
+        self.touched.clear();
     }
 
     fn push_message(&mut self, m: Message) {

@@ -259,6 +259,32 @@ pub struct TraceRow {
     pub bandwidth_pps: u32,
 }
 
+impl TraceRow {
+    /// A row of a window-based sender (TCP, SCTP): no sending period or rates.
+    pub fn window_based(
+        time_s: f64,
+        flow: usize,
+        cwnd_bytes: u64,
+        ssthresh_bytes: u64,
+        srtt: Option<longhaul_proto::Duration>,
+        in_flight_bytes: u64,
+        delivered_bytes: u64,
+    ) -> Self {
+        TraceRow {
+            time_s,
+            flow,
+            cwnd_bytes,
+            ssthresh_bytes,
+            srtt_ms: srtt.map_or(0.0, |d| d.as_secs_f64() * 1e3),
+            in_flight_bytes,
+            delivered_bytes,
+            send_period_us: 0.0,
+            recv_rate_pps: 0,
+            bandwidth_pps: 0,
+        }
+    }
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {

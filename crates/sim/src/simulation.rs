@@ -1170,33 +1170,27 @@ impl Simulation {
             }
             if let Flow::Sctp(s) = f {
                 let c = &s.ends[0];
-                self.trace.push(TraceRow {
-                    time_s: now.as_secs_f64(),
-                    flow: i,
-                    cwnd_bytes: c.cwnd(),
-                    ssthresh_bytes: c.ssthresh(),
-                    srtt_ms: c.rtt().srtt().map_or(0.0, |d| d.as_secs_f64() * 1e3),
-                    in_flight_bytes: c.flight_size(),
-                    delivered_bytes: s.delivered,
-                    send_period_us: 0.0,
-                    recv_rate_pps: 0,
-                    bandwidth_pps: 0,
-                });
+                self.trace.push(TraceRow::window_based(
+                    now.as_secs_f64(),
+                    i,
+                    c.cwnd(),
+                    c.ssthresh(),
+                    c.rtt().srtt(),
+                    c.flight_size(),
+                    s.delivered,
+                ));
             }
             if let Flow::Tcp(t) = f {
                 let c = &t.ends[0];
-                self.trace.push(TraceRow {
-                    time_s: now.as_secs_f64(),
-                    flow: i,
-                    cwnd_bytes: c.cwnd(),
-                    ssthresh_bytes: c.ssthresh(),
-                    srtt_ms: c.rtt().srtt().map_or(0.0, |d| d.as_secs_f64() * 1e3),
-                    in_flight_bytes: c.in_flight(),
-                    delivered_bytes: t.ends[1].delivered_bytes(),
-                    send_period_us: 0.0,
-                    recv_rate_pps: 0,
-                    bandwidth_pps: 0,
-                });
+                self.trace.push(TraceRow::window_based(
+                    now.as_secs_f64(),
+                    i,
+                    c.cwnd(),
+                    c.ssthresh(),
+                    c.rtt().srtt(),
+                    c.in_flight(),
+                    t.ends[1].delivered_bytes(),
+                ));
             }
         }
         if let Some(ti) = self.cfg.trace_interval {

@@ -11,7 +11,10 @@
 //!
 //! Snoop is off, on for every connection, or adaptive: every `interval` the station
 //! looks at the last interval's traffic and decides, per connection, whether Snoop
-//! runs and with which `f` (see [`AdaptiveConfig`]); every decision is traced.
+//! runs and with which `f` (see [`AdaptiveConfig`]); every decision is traced. When
+//! Snoop is turned off for a connection its agent caches nothing more but keeps
+//! handling the connection's ACKs until its cache drains, so the duplicates of a
+//! repair under way never reach the sender at the switch.
 
 use longhaul_proto::Duration;
 

@@ -460,8 +460,11 @@ impl Simulation {
         let role = self.classify(self.stations[s].spec.node, pkt, from);
         let st = &mut self.stations[s];
         st.count(role);
+        // A connection Snoop was just turned off for keeps its agent for ACKs until
+        // the cache drains, so the duplicates of a repair under way stay hidden.
         let snooped = match role {
-            Role::Data { flow, .. } | Role::Ack { flow, .. } => st.snoops(flow),
+            Role::Data { flow, .. } => st.snoops(flow),
+            Role::Ack { flow, .. } => st.snoops(flow) || self.agents[flow].is_some(),
             Role::Other => false,
         };
         if st.queue.len() >= st.spec.queue_pkts {
@@ -542,6 +545,13 @@ impl Simulation {
         }
         if let Some(p) = extra {
             self.station_send(now, s, p);
+        }
+        if !self.stations[s].snoops(flow)
+            && self.agents[flow].as_ref().is_some_and(|a| a.cached() == 0)
+        {
+            if let Some(a) = self.agents[flow].take() {
+                self.retired[flow].merge(a.stats());
+            }
         }
         self.rearm_agent(flow);
     }
@@ -646,8 +656,12 @@ impl Simulation {
             &windows,
         );
         for &(flow, on, f) in &choice {
-            if st.snoop_on[flow] && !on {
-                // Off: the agent and its cache go (a later "on" starts afresh).
+            // Off: the agent caches nothing more and goes once its cache has drained
+            // (see `station_process`).
+            if st.snoop_on[flow]
+                && !on
+                && self.agents[flow].as_ref().is_some_and(|a| a.cached() == 0)
+            {
                 if let Some(a) = self.agents[flow].take() {
                     self.retired[flow].merge(a.stats());
                 }

@@ -116,6 +116,13 @@ fn chunks_of(pkt: &[u8]) -> Vec<ChunkRepr<'_>> {
         .collect()
 }
 
+/// The chunk types of each packet, in order.
+fn chunk_kinds(pkts: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    pkts.iter()
+        .map(|p| chunks_of(p).iter().map(|c| c.kind()).collect())
+        .collect()
+}
+
 fn data_lens(pkt: &[u8]) -> Vec<usize> {
     let p = SctpPacket::new_checked(&pkt[20..]).unwrap();
     p.chunks()
@@ -137,10 +144,7 @@ fn setup_takes_two_round_trips_and_data_rides_on_the_cookie_echo() {
     net.ends[0].send(0, 0, false, &[1; 100]).unwrap();
     net.run(ms(1000));
     // INIT, then COOKIE-ECHO with the DATA bundled after it.
-    let kinds: Vec<Vec<u8>> = net.sent[0]
-        .iter()
-        .map(|p| chunks_of(p).iter().map(|c| c.kind()).collect())
-        .collect();
+    let kinds = chunk_kinds(&net.sent[0]);
     assert_eq!(kinds[0], vec![sctp::chunk_type::INIT]);
     assert_eq!(
         kinds[1],
@@ -364,10 +368,10 @@ fn graceful_shutdown_completes_on_both_sides() {
     net.ends[0].send(0, 0, false, &[5; 3000]).unwrap();
     net.ends[0].shutdown().unwrap();
     net.run(ms(10_000));
-    let kinds: Vec<u8> = net.sent[0]
-        .iter()
-        .chain(&net.sent[1])
-        .flat_map(|p| chunks_of(p).iter().map(|c| c.kind()).collect::<Vec<_>>())
+    let kinds: Vec<u8> = chunk_kinds(&net.sent[0])
+        .into_iter()
+        .chain(chunk_kinds(&net.sent[1]))
+        .flatten()
         .collect();
     for k in [
         sctp::chunk_type::SHUTDOWN,
@@ -545,10 +549,7 @@ fn data_can_wait_for_the_cookie_ack() {
     net.open();
     net.ends[0].send(0, 0, false, &[1; 100]).unwrap();
     net.run(ms(1000));
-    let kinds: Vec<Vec<u8>> = net.sent[0]
-        .iter()
-        .map(|p| chunks_of(p).iter().map(|c| c.kind()).collect())
-        .collect();
+    let kinds = chunk_kinds(&net.sent[0]);
     assert_eq!(kinds[1], vec![sctp::chunk_type::COOKIE_ECHO]);
     assert_eq!(kinds[2], vec![sctp::chunk_type::DATA]);
     // The data leaves when the COOKIE-ACK arrives (2 RTT) and lands 10 ms later.

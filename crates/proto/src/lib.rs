@@ -14,7 +14,9 @@
 //! (NewReno, CUBIC, UDT's and AR-UDT's rate control, SCTP's per-destination window),
 //! a TCP engine with SACK (RFC 2018/6675) meant for simulation (it tracks byte counts,
 //! not payload content), a UDT engine wire-compatible with UDT4 4.11, and an SCTP
-//! association (RFC 9260) that carries real message bytes. What is not: I/O (the
+//! association (RFC 9260) that carries real message bytes. The block manager of a parallel
+//! transfer (striping files over channels, reassembling them in order) is here too,
+//! for the simulator and the real transfer tool alike. What is not: I/O (the
 //! simulator and, later, `longhaul-net` drive these engines).
 
 #![warn(missing_docs)]
@@ -26,6 +28,7 @@ pub mod seq;
 pub mod tcp;
 
 pub mod time;
+pub mod transfer;
 pub mod udt;
 
 pub use time::{Bandwidth, Duration, Instant};

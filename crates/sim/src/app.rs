@@ -250,3 +250,194 @@ impl Flow {
         }
     }
 }
+
+/// A host's limits that decide what a transfer can reach: the kernel's socket buffer
+/// caps, and optionally disk and CPU rates.
+///
+/// TCP channels get the largest buffers Linux's autotuning may grow them to:
+/// `tcp_wmem` max as the send buffer, and `tcp_rmem` max less the share
+/// `tcp_adv_win_scale` reserves for overhead as the window advertised. (Autotuning's
+/// growth from the defaults is not modelled: a long transfer spends almost all its
+/// time at the cap.) `rmem_max`/`wmem_max` cap what an application may ask for with
+/// `SO_RCVBUF`/`SO_SNDBUF`; a channel whose transport sets its own buffer gets the
+/// smaller of the two.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostLimits {
+    /// `net.core.rmem_max`, bytes.
+    pub rmem_max: u64,
+    /// `net.core.wmem_max`, bytes.
+    pub wmem_max: u64,
+    /// `net.ipv4.tcp_rmem` maximum, bytes.
+    pub tcp_rmem_max: u64,
+    /// `net.ipv4.tcp_wmem` maximum, bytes.
+    pub tcp_wmem_max: u64,
+    /// `net.ipv4.tcp_adv_win_scale`: the window is `rmem - rmem / 2^scale` for a
+    /// positive scale and `rmem / 2^-scale` otherwise (1 on the kernels of the
+    /// study's time: half the buffer).
+    pub tcp_adv_win_scale: i8,
+    /// Sequential read rate of the source disk; `None`: not a limit.
+    pub disk_read: Option<Bandwidth>,
+    /// Sequential write rate of the destination disk; `None`: not a limit.
+    pub disk_write: Option<Bandwidth>,
+    /// Cores that move data (one channel or reader per core at a time).
+    pub cores: u32,
+    /// Bytes per second one core can move through a channel (copies, checksums,
+    /// system calls); `None`: not a limit.
+    pub core_rate: Option<Bandwidth>,
+}
+
+impl HostLimits {
+    /// An untuned Linux host of the study's time (RHEL/CentOS 7, kernel 3.10):
+    /// `rmem_max` = `wmem_max` = 212 992, `tcp_rmem` max 6 MiB, `tcp_wmem` max 4 MiB,
+    /// `tcp_adv_win_scale` 1. The window is then 3 MiB, which over 150 ms is 168 Mb/s:
+    /// the study's "under 200 Mb/s before tuning".
+    pub const UNTUNED: HostLimits = HostLimits {
+        rmem_max: 212_992,
+        wmem_max: 212_992,
+        tcp_rmem_max: 6 << 20,
+        tcp_wmem_max: 4 << 20,
+        tcp_adv_win_scale: 1,
+        disk_read: None,
+        disk_write: None,
+        cores: 24,
+        core_rate: None,
+    };
+    /// The study's tuned host (its Table 5, after ESnet's advice): `rmem_max` =
+    /// `wmem_max` = 128 MiB, `tcp_rmem`/`tcp_wmem` max 64 MiB (a 32 MiB window, above
+    /// the 18.75 MB of 1 Gb/s x 150 ms).
+    pub const TUNED: HostLimits = HostLimits {
+        rmem_max: 128 << 20,
+        wmem_max: 128 << 20,
+        tcp_rmem_max: 64 << 20,
+        tcp_wmem_max: 64 << 20,
+        ..HostLimits::UNTUNED
+    };
+
+    /// The receive window a TCP socket on this host advertises at most.
+    pub fn tcp_window(&self) -> u64 {
+        let s = u32::from(self.tcp_adv_win_scale.unsigned_abs()).min(63);
+        if self.tcp_adv_win_scale > 0 {
+            self.tcp_rmem_max - (self.tcp_rmem_max >> s)
+        } else {
+            self.tcp_rmem_max >> s
+        }
+    }
+}
+
+/// What a transfer's data channels run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// TCP streams (NewReno or CUBIC).
+    Tcp(TcpConfig),
+    /// UDT connections (UDT or AR-UDT rate control).
+    Udt(UdtConnConfig),
+}
+
+/// A transfer of files between two hosts with the techniques of bulk-transfer tools:
+/// parallelism (a file striped over `parallelism` channels in blocks), concurrency
+/// (`concurrency` files at once, each on its own group of channels) and pipelining
+/// (a group moves on to its next file without a control round trip).
+///
+/// Data channels are ordinary flows of the scenario ([`channels`](Self::channels));
+/// the control channel carries a request and a reply per exchange: one to open the
+/// session, and one before each file when pipelining is off.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TransferSpec {
+    /// Name, for outputs.
+    pub name: String,
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// When the session opens.
+    pub start: Instant,
+    /// The files' sizes, bytes.
+    pub files: Vec<u64>,
+    /// Bytes of file data per block (each block also carries a 16-byte header).
+    pub block_size: u32,
+    /// Channels per file.
+    pub parallelism: u16,
+    /// Files in flight at once.
+    pub concurrency: u16,
+    /// Whether a channel group moves to its next file without a control exchange.
+    pub pipelining: bool,
+    /// Disk reader threads at the sender (each on a core of its own).
+    pub readers: u16,
+    /// Limits of the sending and the receiving host.
+    pub hosts: [HostLimits; 2],
+    /// The data channels' flow indices, `concurrency` groups of `parallelism`.
+    pub channels: Vec<usize>,
+    /// Bytes of a control message (request or reply), IP and UDP headers included.
+    pub control_bytes: u32,
+}
+
+impl TransferSpec {
+    /// All the files' bytes.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().sum()
+    }
+}
+
+/// Named transfer presets: each tool's documented defaults, as parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    /// FDT: TCP, 4 streams (`-P`), 2 reader threads, files streamed back to back
+    /// through its buffer pool.
+    Fdt,
+    /// Globus Transfer: TCP (GridFTP), 4 streams per file, 2 files at once,
+    /// pipelining on.
+    Globus,
+    /// mdtmFTP: TCP with parallelism, concurrency and pipelining, and dedicated I/O
+    /// threads; its manual documents no default stream count, so one stream per file
+    /// (`globus-url-copy`'s `-p` default), pipelining on, 2 readers.
+    Mdtmftp,
+    /// The UDT parallel tool of the study: UDT channels, parallelism only (a control
+    /// exchange before each file), 4 channels (the study suggests 4 to 8).
+    UdtParallel,
+}
+
+/// What a preset sets: (UDT rather than TCP, parallelism, concurrency, pipelining,
+/// readers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolDefaults {
+    /// Channels over UDT instead of TCP.
+    pub udt: bool,
+    /// Channels per file.
+    pub parallelism: u16,
+    /// Files at once.
+    pub concurrency: u16,
+    /// Pipelining.
+    pub pipelining: bool,
+    /// Disk reader threads.
+    pub readers: u16,
+}
+
+impl Tool {
+    /// The preset's settings.
+    pub fn defaults(self) -> ToolDefaults {
+        let (udt, parallelism, concurrency, pipelining, readers) = match self {
+            Tool::Fdt => (false, 4, 1, true, 2),
+            Tool::Globus => (false, 4, 2, true, 2),
+            Tool::Mdtmftp => (false, 1, 1, true, 2),
+            Tool::UdtParallel => (true, 4, 1, false, 1),
+        };
+        ToolDefaults {
+            udt,
+            parallelism,
+            concurrency,
+            pipelining,
+            readers,
+        }
+    }
+    /// The name scenarios use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Fdt => "fdt",
+            Tool::Globus => "globus",
+            Tool::Mdtmftp => "mdtmftp",
+            Tool::UdtParallel => "udt-parallel",
+        }
+    }
+    /// Every preset.
+    pub const ALL: [Tool; 4] = [Tool::Fdt, Tool::Globus, Tool::Mdtmftp, Tool::UdtParallel];
+}

@@ -99,7 +99,9 @@ impl Error {
 pub fn simulate(scenario: &Scenario) -> Result<RunResult, RunError> {
     let mut run = scenario.run.clone();
     run.pcap.clear();
-    Simulation::new(run, scenario.topology.clone(), scenario.flows.clone())?.run()
+    Simulation::new(run, scenario.topology.clone(), scenario.flows.clone())?
+        .with_transfers(scenario.transfers.clone())?
+        .run()
 }
 
 /// Runs `scenario` and writes its results (and any pcap it asks for) into `dir`.
@@ -115,7 +117,9 @@ pub fn run_to_dir(scenario: &Scenario, dir: &Path) -> Result<RunResult, Error> {
         .iter()
         .map(|l| (l.clone(), dir.join(format!("{l}.pcap"))))
         .collect();
-    let result = Simulation::new(run, scenario.topology.clone(), scenario.flows.clone())?.run()?;
+    let result = Simulation::new(run, scenario.topology.clone(), scenario.flows.clone())?
+        .with_transfers(scenario.transfers.clone())?
+        .run()?;
     output::write_run(dir, &result, scenario.plots).map_err(out_err)?;
     Ok(result)
 }

@@ -148,6 +148,50 @@ pub struct Summary {
     /// Base stations, in scenario order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub base_stations: Vec<BaseStationSummary>,
+    /// Transfers, in scenario order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub transfers: Vec<TransferSummary>,
+}
+
+/// What one transfer did.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TransferSummary {
+    /// Its name.
+    pub name: String,
+    /// `tcp` or `udt` channels.
+    pub transport: String,
+    /// Channels per file.
+    pub parallelism: u16,
+    /// Files at once.
+    pub concurrency: u16,
+    /// Whether channels moved to the next file without a control exchange.
+    pub pipelining: bool,
+    /// Its data channels' flow indices.
+    pub channels: Vec<usize>,
+    /// Number of files.
+    pub files: usize,
+    /// Bytes of all the files.
+    pub bytes: u64,
+    /// Bytes the receiver wrote in order.
+    pub written_bytes: u64,
+    /// When the session opened, s.
+    pub start_s: f64,
+    /// From the session's start until the last file was written; absent if the run
+    /// ended first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_time_s: Option<f64>,
+    /// Bytes written over the time to completion (or until the run's end), Mb/s.
+    pub throughput_mbps: f64,
+    /// File data each channel delivered over the same time, Mb/s.
+    pub channel_goodput_mbps: Vec<f64>,
+    /// Jain's index over the channels' goodputs.
+    pub jain_index: f64,
+    /// The most bytes the receiver held ahead of a gap (striping's memory cost).
+    pub peak_held_bytes: u64,
+    /// Control request/reply exchanges completed.
+    pub control_exchanges: u64,
+    /// Control requests sent again after a timeout.
+    pub control_retransmits: u64,
 }
 
 /// What one base station did.
@@ -213,6 +257,7 @@ impl Summary {
             links,
             ingress: vec![],
             base_stations: vec![],
+            transfers: vec![],
         }
     }
 

@@ -37,7 +37,9 @@ use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
 use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
-use crate::app::{Arrivals, Files, FlowSpec, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
+use crate::app::{
+    Arrivals, Files, FlowSpec, SctpFlowSpec, TcpFlowSpec, TransferSpec, UdpFlowSpec, UdtFlowSpec,
+};
 use crate::basestation::{AdaptiveConfig, BaseStationSpec, SnoopMode};
 use crate::diffserv::policy::{Action, Match, MeterSpec, PreColors, RuleSpec};
 use crate::diffserv::sched::{ClassConfig, LlqConfig};
@@ -55,6 +57,8 @@ const MAX_MESSAGE: u32 = 1 << 20;
 /// Most samples a series may hold (duration / interval).
 const MAX_SAMPLES: u128 = 10_000_000;
 use crate::units::{parse_queue, parse_rate, parse_size, parse_time};
+
+mod transfer;
 
 /// A scenario that failed to load.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +104,8 @@ pub struct Scenario {
     pub plots: bool,
     /// Link directions to capture.
     pub pcap: Vec<String>,
+    /// Transfers (their channels are flows too).
+    pub transfers: Vec<TransferSpec>,
 }
 
 // ---- the file format, as serde sees it ---------------------------------------
@@ -121,6 +127,12 @@ struct File {
     ingress: Vec<IngressFile>,
     #[serde(default)]
     base_station: Vec<BaseStationFile>,
+    #[serde(default)]
+    host: Vec<transfer::HostFile>,
+    #[serde(default)]
+    transfer: Vec<transfer::TransferFile>,
+    #[serde(default)]
+    stop_when_done: bool,
     #[serde(default)]
     outputs: OutputsFile,
 }
@@ -793,6 +805,18 @@ impl Loader<'_> {
                 FlowFile::Sctp(u) => FlowSpec::Sctp(self.sctp_flow(&key, u, from, to, start)?),
             });
         }
+        let hosts = self.hosts(&topology, &f.host)?;
+        let mut transfers = vec![];
+        for (i, t) in f.transfer.iter().enumerate() {
+            let x = self.transfer(i, t, &topology, &hosts, default_ends(i), f.seed, &mut flows)?;
+            transfers.push(x);
+        }
+        if f.stop_when_done && transfers.is_empty() {
+            return Err(self.err(
+                "stop_when_done",
+                "needs a [[transfer]]: the run ends when the last transfer completes",
+            ));
+        }
         let mut topology = topology;
         for (i, r) in f.ingress.iter().enumerate() {
             let rule = self.ingress_rule(&topology, &format!("ingress[{i}]"), r)?;
@@ -851,11 +875,13 @@ impl Loader<'_> {
                 sample_interval,
                 trace_interval,
                 pcap: vec![],
+                stop_when_done: f.stop_when_done,
             },
             topology,
             flows,
             plots: f.outputs.plots,
             pcap: f.outputs.pcap,
+            transfers,
         })
     }
 

@@ -34,6 +34,11 @@ pub enum Event {
     StationAdapt(u16),
     /// A Snoop agent's local timer (by flow).
     SnoopTimer(u32),
+    /// A transfer starts, or its disk or CPU let more bytes through, or its
+    /// destination disk has written the last byte.
+    TransferWake(u32),
+    /// A transfer's control request may need sending again.
+    ControlTimer(u32),
 }
 
 /// A heap entry. `key` packs `(time, seq)` into one integer (time in the high 64

@@ -22,6 +22,9 @@ use crate::topology::{addr_node, node_addr, NodeKind, Topology};
 use longhaul_proto::sctp::{Event as SctpEvent, SctpAssociation};
 use longhaul_proto::udt::{Event as UdtEvent, UdtConnConfig, UdtConnection};
 
+mod transfer;
+use transfer::{TransferRt, CONTROL_FLAG};
+
 /// Everything a run needs besides the network and the flows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
@@ -37,6 +40,8 @@ pub struct RunConfig {
     pub trace_interval: Option<Duration>,
     /// Link directions to capture, with the pcap file for each.
     pub pcap: Vec<(String, PathBuf)>,
+    /// End the run when the last transfer completes (`duration` is then a limit).
+    pub stop_when_done: bool,
 }
 
 const TCP_SENDER_PORT: u16 = 10000;
@@ -91,6 +96,11 @@ pub struct Simulation {
     agent_timer_at: Vec<Option<Instant>>,
     retired: Vec<SnoopStats>,
     decisions: Vec<Decision>,
+    /// Transfers, the (transfer, channel) each flow serves if any, and how many
+    /// transfers have not completed.
+    transfers: Vec<TransferRt>,
+    channel_of: Vec<Option<(u32, u16)>>,
+    transfers_open: usize,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
     /// Scratch space for engines that write whole datagrams (SCTP).
@@ -330,6 +340,9 @@ impl Simulation {
             agent_timer_at: vec![None; nf],
             retired: vec![SnoopStats::default(); nf],
             decisions: vec![],
+            transfers: vec![],
+            channel_of: vec![None; nf],
+            transfers_open: 0,
             any_ingress: !ingress_order.is_empty(),
             ingress,
             ingress_order,
@@ -356,28 +369,40 @@ impl Simulation {
 
     /// Runs to the end and returns the results.
     pub fn run(mut self) -> Result<RunResult, RunError> {
-        let end = Instant::ZERO + self.cfg.duration;
+        let mut end = Instant::ZERO + self.cfg.duration;
         while let Some(ev) = self.sched.peek_until(end) {
             let now = self.sched.now();
             if let Event::LinkArrival(l) = ev {
                 self.on_link_arrival(now, l as usize);
-                continue;
+            } else {
+                self.sched.pop_current();
+                self.dispatch(now, ev);
             }
-            self.sched.pop_current();
-            match ev {
-                Event::LinkArrival(_) => unreachable!("handled above"),
-                Event::Timer(f, side) => self.on_timer(now, f as usize, usize::from(side)),
-                Event::LinkTxDone(l) => self.on_tx_done(now, l),
-                Event::FlowStart(f) => self.on_flow_start(now, f as usize),
-                Event::UdpSend(f) => self.on_udp_send(now, f as usize),
-                Event::Sample => self.on_sample(now),
-                Event::Trace => self.on_trace(now),
-                Event::StationDone(s) => self.on_station_done(now, usize::from(s)),
-                Event::StationAdapt(s) => self.on_station_adapt(now, usize::from(s)),
-                Event::SnoopTimer(f) => self.on_snoop_timer(now, f as usize),
+            if self.cfg.stop_when_done && self.transfers_done() {
+                end = now;
+                self.cfg.duration = now - Instant::ZERO;
+                break;
             }
         }
         self.finish(end)
+    }
+
+    /// Runs one event other than a link arrival.
+    fn dispatch(&mut self, now: Instant, ev: Event) {
+        match ev {
+            Event::LinkArrival(_) => unreachable!("handled above"),
+            Event::Timer(f, side) => self.on_timer(now, f as usize, usize::from(side)),
+            Event::LinkTxDone(l) => self.on_tx_done(now, l),
+            Event::FlowStart(f) => self.on_flow_start(now, f as usize),
+            Event::UdpSend(f) => self.on_udp_send(now, f as usize),
+            Event::Sample => self.on_sample(now),
+            Event::Trace => self.on_trace(now),
+            Event::StationDone(s) => self.on_station_done(now, usize::from(s)),
+            Event::StationAdapt(s) => self.on_station_adapt(now, usize::from(s)),
+            Event::SnoopTimer(f) => self.on_snoop_timer(now, f as usize),
+            Event::TransferWake(t) => self.on_transfer_wake(now, t as usize),
+            Event::ControlTimer(t) => self.on_control_timer(now, t as usize),
+        }
     }
 
     fn on_link_arrival(&mut self, now: Instant, l: usize) {
@@ -779,6 +804,11 @@ impl Simulation {
             self.pool.free(pkt);
             return;
         };
+        if ep.flow & CONTROL_FLAG != 0 {
+            let t = (ep.flow & !CONTROL_FLAG) as usize;
+            self.on_control(now, t, ep.side, pkt);
+            return;
+        }
         let f = ep.flow as usize;
         match &mut self.flows[f] {
             Flow::Tcp(t) => {
@@ -820,6 +850,11 @@ impl Simulation {
 
     /// Drains a TCP end: transmissions, events, then its timer.
     fn drive_tcp(&mut self, now: Instant, f: usize, side: usize) {
+        if let Some((t, c)) = self.channel_of[f] {
+            if side == 0 {
+                self.feed_channel(now, t as usize, usize::from(c));
+            }
+        }
         let Flow::Tcp(t) = &mut self.flows[f] else {
             return;
         };
@@ -858,6 +893,11 @@ impl Simulation {
             deadline,
             Event::Timer(f as u32, side as u8),
         );
+        if let Some((t, c)) = self.channel_of[f] {
+            if side == 1 {
+                self.channel_progress(now, t as usize, usize::from(c));
+            }
+        }
     }
 
     fn on_timer(&mut self, now: Instant, f: usize, side: usize) {
@@ -896,7 +936,10 @@ impl Simulation {
                 let [sender, receiver] = &mut t.ends;
                 receiver.listen().expect("fresh connection");
                 sender.connect(now).expect("fresh connection");
+                // A transfer's channel gets its data from the transfer.
+                let channel = self.channel_of[f].is_some();
                 match (t.spec.files, t.spec.size) {
+                    _ if channel => {}
                     (Some(files), _) => {
                         // The first write on its own: Linux's Nagle treats it apart.
                         let first = files.write(0).1;
@@ -1011,6 +1054,10 @@ impl Simulation {
 
     /// Drains a UDT end: feeds the sender, transmissions, events, then its timer.
     fn drive_udt(&mut self, now: Instant, f: usize, side: usize) {
+        let channel = self.channel_of[f];
+        if let (Some((t, c)), 0) = (channel, side) {
+            self.feed_channel(now, t as usize, usize::from(c));
+        }
         let Flow::Udt(u) = &mut self.flows[f] else {
             return;
         };
@@ -1093,6 +1140,9 @@ impl Simulation {
             deadline,
             Event::Timer(f as u32, side as u8),
         );
+        if let (Some((t, c)), 1) = (channel, side) {
+            self.channel_progress(now, t as usize, usize::from(c));
+        }
     }
 
     fn on_udp_send(&mut self, now: Instant, f: usize) {
@@ -1320,6 +1370,7 @@ impl Simulation {
                 }
             })
             .collect();
+        summary.transfers = self.transfer_summaries(end);
         Ok(RunResult {
             decisions: std::mem::take(&mut self.decisions),
             summary,

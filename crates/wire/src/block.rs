@@ -130,12 +130,25 @@ mod tests {
     #[test]
     fn empty_and_overflowing_blocks_are_malformed() {
         let mut buf = [0u8; HEADER_LEN];
-        BlockRepr { file: 1, offset: 0, len: 0 }.emit(&mut buf);
+        BlockRepr {
+            file: 1,
+            offset: 0,
+            len: 0,
+        }
+        .emit(&mut buf);
         let p = BlockPacket::new_checked(&buf[..]).unwrap();
         assert_eq!(BlockRepr::parse(&p).unwrap_err(), Error::Malformed);
-        BlockRepr { file: 1, offset: u64::MAX, len: 1 }.emit(&mut buf);
+        BlockRepr {
+            file: 1,
+            offset: u64::MAX,
+            len: 1,
+        }
+        .emit(&mut buf);
         let p = BlockPacket::new_checked(&buf[..]).unwrap();
         assert_eq!(BlockRepr::parse(&p).unwrap_err(), Error::Malformed);
-        assert_eq!(BlockPacket::new_checked(&buf[..15]).unwrap_err(), Error::Truncated);
+        assert_eq!(
+            BlockPacket::new_checked(&buf[..15]).unwrap_err(),
+            Error::Truncated
+        );
     }
 }

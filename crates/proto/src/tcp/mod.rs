@@ -465,6 +465,12 @@ impl TcpConnection {
     pub fn acked_bytes(&self) -> u64 {
         self.board.una()
     }
+    /// Room in the send buffer: what a blocking `write` would take now without
+    /// waiting (the buffer holds written bytes until they are acknowledged).
+    pub fn send_space(&self) -> u64 {
+        let held = self.written.saturating_sub(self.board.una());
+        self.cfg.send_buffer_bytes.saturating_sub(held)
+    }
     /// The congestion window, bytes.
     pub fn cwnd(&self) -> u64 {
         self.cc.window()
@@ -975,6 +981,15 @@ impl TcpConnection {
         }
 
         let max = self.board.max();
+        if !self.closed
+            && self.board.outstanding() == 0
+            && self.written > max
+            && self.written - max < self.board.next_new_room()
+            && self.written - max <= cwnd.min(self.peer_window)
+        {
+            // Nagle: a short segment may go when nothing is unacknowledged.
+            self.board.rebase_short_segment(self.written);
+        }
         let len = self.board.next_new_len();
         let full_or_last =
             len == self.board.next_new_room() || (self.closed && max + len == self.written);

@@ -60,6 +60,10 @@ pub struct Scoreboard {
     /// inside is on that grid ("virtual"); the public methods take and return stream
     /// offsets.
     base: u64,
+    /// Where the grid's current run of segments starts (virtual): the first segment
+    /// at or after it starts there, so it may be short. `base` at first; moved by
+    /// [`rebase_short_segment`](Self::rebase_short_segment).
+    lo: u64,
     /// Index of the segment at `segs[0]`.
     front: u64,
     segs: VecDeque<Segment>,
@@ -79,6 +83,7 @@ impl Scoreboard {
             mss,
             end: u64::MAX,
             base: 0,
+            lo: 0,
             front: 0,
             segs: VecDeque::new(),
             pipe: 0,
@@ -97,6 +102,7 @@ impl Scoreboard {
         debug_assert!(self.segs.is_empty() && self.front == 0);
         let old = self.base;
         self.base = (self.mss - len % self.mss) % self.mss;
+        self.lo = self.base;
         if self.end != u64::MAX {
             self.end = self.end - old + self.base;
         }
@@ -105,21 +111,41 @@ impl Scoreboard {
         self.retx_scan = self.base;
     }
 
+    /// Lets the next new segment be the short `[max, written)` with nothing in flight
+    /// (Nagle's rule lets such a segment go, RFC 1122 §4.2.3.4): the grid moves so
+    /// that a segment ends at `written`, and later segments are cut from there.
+    pub fn rebase_short_segment(&mut self, written: u64) {
+        debug_assert!(self.segs.is_empty());
+        let max = self.max();
+        debug_assert!(written > max && written - max < self.mss);
+        let old = self.base;
+        self.base = (self.mss - written % self.mss) % self.mss;
+        self.lo = max + self.base;
+        self.front = self.lo / self.mss;
+        if self.end != u64::MAX {
+            self.end = self.end - old + self.base;
+        }
+        self.high_sacked = self.lo;
+        self.lost_scan = self.lo;
+        self.retx_scan = self.lo;
+        self.sack_cache = [(0, 0); 4];
+    }
+
     /// Sets the stream length once the application has closed it.
     pub fn set_end(&mut self, end: u64) {
         self.end = end.saturating_add(self.base);
     }
 
     fn una_v(&self) -> u64 {
-        (self.front * self.mss).max(self.base).min(self.end)
+        (self.front * self.mss).max(self.lo).min(self.end)
     }
     fn max_v(&self) -> u64 {
         ((self.front + self.segs.len() as u64) * self.mss)
-            .max(self.base)
+            .max(self.lo)
             .min(self.end)
     }
     fn seg_start(&self, index: u64) -> u64 {
-        (index * self.mss).max(self.base)
+        (index * self.mss).max(self.lo)
     }
 
     /// Offset of the first unacknowledged byte (`SND.UNA`).
@@ -277,8 +303,8 @@ impl Scoreboard {
         if left >= right {
             return 0;
         }
-        let first = if left <= self.base {
-            0
+        let first = if left <= self.lo {
+            self.lo / self.mss
         } else {
             left.div_ceil(self.mss)
         };

@@ -347,3 +347,45 @@ fn a_short_first_segment_survives_loss_and_sack_recovery() {
         assert_eq!(total, 135_000, "every byte booked to one round once");
     }
 }
+
+/// Writes that never close the connection: Nagle's rule lets each short tail go once
+/// nothing is unacknowledged, and later writes continue on a grid that ends where
+/// the tail did.
+#[test]
+fn nagle_sends_a_short_tail_once_nothing_is_outstanding() {
+    for (sack, drop) in [(true, 0u64), (true, 5), (false, 5), (true, 9)] {
+        let cfg = TcpConfig {
+            sack,
+            ..TcpConfig::default()
+        };
+        let mut p = Pair::new(cfg, Duration::from_millis(10), move |n| n == drop);
+        let mut expect = 0;
+        let mut limit = Instant::ZERO;
+        for write in [1000u64, 5000, 2896, 1, 10_000] {
+            p.client.send(write).unwrap();
+            expect += write;
+            limit += Duration::from_secs(5);
+            p.drive(limit);
+            assert_eq!(
+                p.server.delivered_bytes(),
+                expect,
+                "sack {sack}, drop {drop}"
+            );
+            assert_eq!(p.client.acked_bytes(), expect, "sack {sack}, drop {drop}");
+        }
+        assert_eq!(
+            p.client.stats().retransmits,
+            u64::from(drop > 0),
+            "drop {drop}"
+        );
+        // Never more than one short segment per write: 1000 | 1448 x 3 + 656 |
+        // 1448 x 2 | 1 | 1448 x 6 + 1312.
+        assert_eq!(p.client.stats().data_segments_sent, 1 + 4 + 2 + 1 + 7);
+        p.client.close().unwrap();
+        p.drive(limit + Duration::from_secs(5));
+        assert_eq!(
+            p.server_events.last(),
+            Some(&Event::PeerFinished { bytes: expect })
+        );
+    }
+}

@@ -20,8 +20,8 @@
 
 use std::collections::BTreeMap;
 
-pub use longhaul_wire::block::{BlockRepr, HEADER_LEN};
 use longhaul_wire::block::BlockPacket;
+pub use longhaul_wire::block::{BlockRepr, HEADER_LEN};
 
 /// The blocks of one file, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,7 +162,11 @@ impl Reassembler {
                 return Err(BlockError::Length(b, d.len()));
             }
         }
-        let overlaps_next = f.pending.range(b.offset..).next().is_some_and(|(&o, _)| o < b.end());
+        let overlaps_next = f
+            .pending
+            .range(b.offset..)
+            .next()
+            .is_some_and(|(&o, _)| o < b.end());
         let overlaps_prev = f
             .pending
             .range(..b.offset)
@@ -246,7 +250,8 @@ impl Deframer {
                     self.header.extend_from_slice(&bytes[..take]);
                     bytes = &bytes[take..];
                     if self.header.len() == HEADER_LEN {
-                        let p = BlockPacket::new_checked(&self.header[..]).map_err(|_| FramingError)?;
+                        let p =
+                            BlockPacket::new_checked(&self.header[..]).map_err(|_| FramingError)?;
                         let r = BlockRepr::parse(&p).map_err(|_| FramingError)?;
                         self.header.clear();
                         self.current = Some((r, Vec::with_capacity(r.len as usize)));

@@ -107,7 +107,10 @@ fn a_large_striped_file_on_every_channel_count() {
         assert!(r.is_done());
         assert!(out[0] == content(0, size), "{channels} channels");
         if channels > 1 {
-            assert!(r.peak_held_bytes() > 0, "striping over {channels} channels reorders");
+            assert!(
+                r.peak_held_bytes() > 0,
+                "striping over {channels} channels reorders"
+            );
         } else {
             assert_eq!(r.peak_held_bytes(), 0, "one channel is in order");
         }
@@ -119,23 +122,44 @@ fn bad_blocks_are_refused_and_change_nothing() {
     let mut r = Reassembler::new([100, 50]);
     let b = |file, offset, len| BlockRepr { file, offset, len };
     let none = |_: u32, _: u64, _: Option<&[u8]>, _: u32| panic!("nothing is written");
-    assert_eq!(r.insert(b(2, 0, 10), None, none), Err(BlockError::UnknownFile(2)));
-    assert_eq!(r.insert(b(1, 45, 10), None, none), Err(BlockError::PastEnd(b(1, 45, 10))));
+    assert_eq!(
+        r.insert(b(2, 0, 10), None, none),
+        Err(BlockError::UnknownFile(2))
+    );
+    assert_eq!(
+        r.insert(b(1, 45, 10), None, none),
+        Err(BlockError::PastEnd(b(1, 45, 10)))
+    );
     assert_eq!(
         r.insert(b(0, 0, 10), Some(&[0; 9]), none),
         Err(BlockError::Length(b(0, 0, 10), 9))
     );
     r.insert(b(0, 20, 10), None, none).unwrap();
-    assert_eq!(r.insert(b(0, 25, 10), None, none), Err(BlockError::Overlap(b(0, 25, 10))));
-    assert_eq!(r.insert(b(0, 15, 10), None, none), Err(BlockError::Overlap(b(0, 15, 10))));
+    assert_eq!(
+        r.insert(b(0, 25, 10), None, none),
+        Err(BlockError::Overlap(b(0, 25, 10)))
+    );
+    assert_eq!(
+        r.insert(b(0, 15, 10), None, none),
+        Err(BlockError::Overlap(b(0, 15, 10)))
+    );
     assert_eq!(r.held_bytes(), 10);
     let mut runs = vec![];
     let p = r
         .insert(b(0, 0, 20), None, |f, o, _, l| runs.push((f, o, l)))
         .unwrap();
     assert_eq!(runs, [(0, 0, 20), (0, 20, 10)]);
-    assert_eq!(p, Progress { written: 30, file_done: false });
-    assert_eq!(r.insert(b(0, 10, 5), None, none), Err(BlockError::Overlap(b(0, 10, 5))));
+    assert_eq!(
+        p,
+        Progress {
+            written: 30,
+            file_done: false
+        }
+    );
+    assert_eq!(
+        r.insert(b(0, 10, 5), None, none),
+        Err(BlockError::Overlap(b(0, 10, 5)))
+    );
     assert_eq!(r.held_bytes(), 0);
     assert_eq!(r.peak_held_bytes(), 10);
 }
@@ -144,5 +168,8 @@ fn bad_blocks_are_refused_and_change_nothing() {
 fn a_bad_header_is_a_framing_error() {
     let mut d = Deframer::default();
     let zero_len = [0u8; HEADER_LEN];
-    assert_eq!(d.push(&zero_len, |_, _| panic!("no block")), Err(FramingError));
+    assert_eq!(
+        d.push(&zero_len, |_, _| panic!("no block")),
+        Err(FramingError)
+    );
 }

@@ -1007,6 +1007,12 @@ impl UdtConnection {
             self.ctrl.push_back(PendingCtrl::KeepAlive);
         }
         self.exp_count += 1;
+        // 4.11: "Reset last response time since we just sent a heart-beat." The next
+        // expiry is then exp_count intervals after this one, so the intervals grow
+        // (0.3, 0.6, 0.9 s ...). Without it they would stay 0.3 s apart, and a
+        // receiver's keep-alives would keep resetting a stalled sender's timer,
+        // which then never fires to resend a lost retransmission.
+        self.last_rsp = now;
     }
 
     // ---- output ---------------------------------------------------------------------

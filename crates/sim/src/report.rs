@@ -54,8 +54,14 @@ impl PointResult {
         cv(&self.times, &self.total, warmup_s)
     }
 
+    /// Total goodput; for a run of transfers, their throughput (bytes written over
+    /// the time to completion), which leaves out block headers and control.
     fn goodput(&self) -> f64 {
-        self.summary.flows.iter().map(|f| f.goodput_mbps).sum()
+        if self.summary.transfers.is_empty() {
+            self.summary.flows.iter().map(|f| f.goodput_mbps).sum()
+        } else {
+            self.summary.transfers.iter().map(|t| t.throughput_mbps).sum()
+        }
     }
 
     /// `metric` of flow `flow`, or the total goodput for `None`.
@@ -449,8 +455,137 @@ fn write_plots(
                 written.push(file);
             }
         }
+        if rep.by_variant {
+            for (c, v) in t.variants.iter().enumerate() {
+                let series: Vec<Series> = groups
+                    .iter()
+                    .map(|g| Series {
+                        label: if g.is_empty() {
+                            v.clone()
+                        } else {
+                            row_name(sw, g)
+                        },
+                        points: x_points(sw, t, results, g, c),
+                    })
+                    .collect();
+                let xl = rep.label(x);
+                let file = format!("plots/vs-{}-{}.png", file_safe(xl), file_safe(v));
+                std::fs::create_dir_all(&dir)?;
+                plot::draw_xy(
+                    &out.join(&file),
+                    &format!("{}: {v}, throughput against {xl}", sw.name),
+                    xl,
+                    "throughput (Mb/s)",
+                    &series,
+                    false,
+                )
+                .map_err(io::Error::other)?;
+                written.push(file);
+            }
+        }
     }
     Ok(written)
+}
+
+/// (x, mean total) of variant column `c` over the rows that match `group`, by x.
+fn x_points(
+    sw: &Sweep,
+    t: &Table,
+    results: &[PointResult],
+    group: &[(String, toml::Value)],
+    c: usize,
+) -> Vec<(f64, f64)> {
+    let Some(x) = &sw.report.x else {
+        return vec![];
+    };
+    let mut points: Vec<(f64, f64)> = t
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(_, row)| matches(row, group))
+        .filter_map(|(r, row)| {
+            let xv = as_number(&row.iter().find(|(k, _)| k == x)?.1)?;
+            Some((xv, t.mean(r, c, results, |p| Some(p.goodput()))?))
+        })
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    points
+}
+
+/// The optimum per variant and point of the other grid keys: the `x` with the
+/// highest total, and the first `x` within 5 % of it (where a plateau starts),
+/// beside any published optimum.
+fn best_table(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResult]) {
+    let rep = &sw.report;
+    let Some(x) = &rep.x else {
+        return;
+    };
+    let xl = rep.label(x);
+    let mut groups: Vec<Vec<(String, toml::Value)>> = vec![];
+    for row in &t.rows {
+        let others: Vec<_> = row.iter().filter(|(k, _)| k != x).cloned().collect();
+        if !groups.contains(&others) {
+            groups.push(others);
+        }
+    }
+    let _ = write!(
+        md,
+        "\n## Optimum\n\nPer variant: the {xl} with the highest value, that value, and the \
+         first {xl} within 5 % of it (where the plateau starts)"
+    );
+    if !rep.published_best.is_empty() {
+        md.push_str("; then the published optimum");
+        if let Some(s) = &rep.source {
+            let _ = write!(md, " ({s})");
+        }
+    }
+    md.push_str(".\n\n| variant | point | best ");
+    let _ = write!(md, "{xl} | value | within 5 % from |");
+    if !rep.published_best.is_empty() {
+        let _ = write!(md, " published | its {xl} | its value |");
+    }
+    md.push_str("\n|---|---|---:|---:|---:|");
+    if !rep.published_best.is_empty() {
+        md.push_str("---|---:|---:|");
+    }
+    md.push('\n');
+    for (c, v) in t.variants.iter().enumerate() {
+        for g in &groups {
+            let points = x_points(sw, t, results, g, c);
+            let Some(&(bx, by)) = points.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+                continue;
+            };
+            let knee = points
+                .iter()
+                .find(|p| p.1 >= 0.95 * by)
+                .map_or(bx, |p| p.0);
+            let ours = format!(
+                "| {v} | {} | {bx} | {by:.1} | {knee} |",
+                if g.is_empty() {
+                    "-".to_string()
+                } else {
+                    row_name(sw, g)
+                }
+            );
+            if rep.published_best.is_empty() {
+                let _ = writeln!(md, "{ours}");
+                continue;
+            }
+            // A row per published figure this variant stands for.
+            let pubs: Vec<String> = rep
+                .published_best
+                .iter()
+                .filter(|b| b.0 == *v)
+                .map(|b| format!(" {} | {} | {:.1} |", b.1, b.2, b.3))
+                .collect();
+            if pubs.is_empty() {
+                let _ = writeln!(md, "{ours} - | - | - |");
+            }
+            for p in pubs {
+                let _ = writeln!(md, "{ours}{p}");
+            }
+        }
+    }
 }
 
 fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) -> String {
@@ -474,7 +609,12 @@ fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) ->
         md.push_str(&"---:|".repeat(t.variants.len()));
         md.push('\n');
     };
-    md.push_str("Total goodput of each run, Mb/s");
+    let transfers = results.iter().any(|p| !p.summary.transfers.is_empty());
+    md.push_str(if transfers {
+        "Transfer throughput of each run (bytes written over the time to completion), Mb/s"
+    } else {
+        "Total goodput of each run, Mb/s"
+    });
     if !rep.expected.is_empty() {
         md.push_str("; in brackets, the published figure");
         if let Some(s) = &rep.source {
@@ -502,6 +642,9 @@ fn markdown(sw: &Sweep, t: &Table, results: &[PointResult], plots: &[String]) ->
             md.push_str(" |");
         }
         md.push('\n');
+    }
+    if rep.best {
+        best_table(&mut md, sw, t, results);
     }
     let _ = write!(
         md,

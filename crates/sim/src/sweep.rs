@@ -123,6 +123,21 @@ struct ReportFile {
     gain: Option<GainFile>,
     #[serde(default)]
     rounds: bool,
+    #[serde(default)]
+    by_variant: bool,
+    #[serde(default)]
+    best: bool,
+    #[serde(default)]
+    published_best: Vec<PublishedBestFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishedBestFile {
+    variant: String,
+    label: String,
+    x: f64,
+    value: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -250,6 +265,14 @@ pub struct Report {
     pub gain: Option<(String, String)>,
     /// Whether to tabulate the bytes each flow sent per slow-start round.
     pub rounds: bool,
+    /// Whether to draw, besides a plot per point of the other grid keys (a line per
+    /// variant), a plot per variant (a line per point of the other grid keys).
+    pub by_variant: bool,
+    /// Whether to tabulate, per variant and point of the other grid keys, the `x`
+    /// with the highest total (the optimum) and the first within 5 % of it.
+    pub best: bool,
+    /// Published optima to set beside ours: (variant, label, x, value).
+    pub published_best: Vec<(String, String, f64, f64)>,
 }
 
 /// A published figure per variant at one grid point.
@@ -627,6 +650,24 @@ fn load_report(
             Some((g.of, g.over))
         }
     };
+    if (r.best || !r.published_best.is_empty() || r.by_variant) && r.x.is_none() {
+        return Err(err(
+            "report.best".into(),
+            "`best`, `published_best` and `by_variant` need `report.x`".into(),
+        ));
+    }
+    for (i, b) in r.published_best.iter().enumerate() {
+        if !variants.contains(&b.variant.as_str()) {
+            return Err(err(
+                format!("report.published_best[{i}].variant"),
+                format!(
+                    "`{}` is not a variant (the variants are: {})",
+                    b.variant,
+                    variants.join(", ")
+                ),
+            ));
+        }
+    }
     if r.rounds && r.flows.is_empty() {
         return Err(err(
             "report.rounds".into(),
@@ -648,6 +689,13 @@ fn load_report(
         preface: r.preface,
         gain,
         rounds: r.rounds,
+        by_variant: r.by_variant,
+        best: r.best || !r.published_best.is_empty(),
+        published_best: r
+            .published_best
+            .into_iter()
+            .map(|b| (b.variant, b.label, b.x, b.value))
+            .collect(),
     })
 }
 

@@ -254,11 +254,11 @@ impl Flow {
 /// A host's limits that decide what a transfer can reach: the kernel's socket buffer
 /// caps, and optionally disk and CPU rates.
 ///
-/// TCP channels get the largest buffers Linux's autotuning may grow them to:
-/// `tcp_wmem` max as the send buffer, and `tcp_rmem` max less the share
-/// `tcp_adv_win_scale` reserves for overhead as the window advertised. (Autotuning's
-/// growth from the defaults is not modelled: a long transfer spends almost all its
-/// time at the cap.) `rmem_max`/`wmem_max` cap what an application may ask for with
+/// TCP channels get what Linux's autotuning gives: a send buffer of twice the
+/// congestion window, capped by `tcp_wmem`'s maximum, and a receive window of
+/// `tcp_rmem`'s maximum less the share `tcp_adv_win_scale` reserves for overhead.
+/// (The receive buffer's growth from its default is not modelled: a long transfer
+/// spends almost all its time at the cap.) `rmem_max`/`wmem_max` cap what an application may ask for with
 /// `SO_RCVBUF`/`SO_SNDBUF`; a channel whose transport sets its own buffer gets the
 /// smaller of the two.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -369,6 +369,20 @@ pub struct TransferSpec {
     pub channels: Vec<usize>,
     /// Bytes of a control message (request or reply), IP and UDP headers included.
     pub control_bytes: u32,
+    /// Whether UDT channels carry real bytes (block headers and file content from
+    /// [`file_byte`]), which the receiver parses, reassembles and checks; otherwise
+    /// only byte counts travel, as everywhere else in the simulator.
+    pub content: bool,
+}
+
+/// Byte `offset` of file `file` in a transfer that carries content: a pattern that
+/// differs per file and per offset, so that a byte written to the wrong place or
+/// file shows.
+pub fn file_byte(file: u32, offset: u64) -> u8 {
+    let x = offset
+        .wrapping_add(u64::from(file) << 40)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (x >> 56) as u8
 }
 
 impl TransferSpec {

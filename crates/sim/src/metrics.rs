@@ -188,6 +188,12 @@ pub struct TransferSummary {
     pub jain_index: f64,
     /// The most bytes the receiver held ahead of a gap (striping's memory cost).
     pub peak_held_bytes: u64,
+    /// With content: bytes the receiver checked against what the sender wrote.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified_bytes: Option<u64>,
+    /// With content: bytes that differed (0 unless something is broken).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mismatched_bytes: Option<u64>,
     /// Control request/reply exchanges completed.
     pub control_exchanges: u64,
     /// Control requests sent again after a timeout.

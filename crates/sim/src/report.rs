@@ -60,7 +60,11 @@ impl PointResult {
         if self.summary.transfers.is_empty() {
             self.summary.flows.iter().map(|f| f.goodput_mbps).sum()
         } else {
-            self.summary.transfers.iter().map(|t| t.throughput_mbps).sum()
+            self.summary
+                .transfers
+                .iter()
+                .map(|t| t.throughput_mbps)
+                .sum()
         }
     }
 
@@ -555,10 +559,7 @@ fn best_table(md: &mut String, sw: &Sweep, t: &Table, results: &[PointResult]) {
             let Some(&(bx, by)) = points.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
                 continue;
             };
-            let knee = points
-                .iter()
-                .find(|p| p.1 >= 0.95 * by)
-                .map_or(bx, |p| p.0);
+            let knee = points.iter().find(|p| p.1 >= 0.95 * by).map_or(bx, |p| p.0);
             let ours = format!(
                 "| {v} | {} | {bx} | {by:.1} | {knee} |",
                 if g.is_empty() {

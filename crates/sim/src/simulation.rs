@@ -101,6 +101,11 @@ pub struct Simulation {
     transfers: Vec<TransferRt>,
     channel_of: Vec<Option<(u32, u16)>>,
     transfers_open: usize,
+    /// UDT flows whose packets carry real bytes (channels of a transfer with
+    /// content): they travel whole, in the pool's side buffers.
+    content_flow: Vec<bool>,
+    /// Scratch space for an application's bytes.
+    scratch: Vec<u8>,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
     /// Scratch space for engines that write whole datagrams (SCTP).
@@ -343,6 +348,8 @@ impl Simulation {
             transfers: vec![],
             channel_of: vec![None; nf],
             transfers_open: 0,
+            content_flow: vec![false; nf],
+            scratch: vec![],
             any_ingress: !ingress_order.is_empty(),
             ingress,
             ingress_order,
@@ -820,6 +827,11 @@ impl Simulation {
                 self.pool.free(pkt);
                 self.drive_tcp(now, f, usize::from(ep.side));
             }
+            Flow::Udt(u) if self.content_flow[f] => {
+                u.ends[usize::from(ep.side)].handle_datagram(now, &self.pool.whole(pkt)[IP_UDP..]);
+                self.pool.free(pkt);
+                self.drive_udt(now, f, usize::from(ep.side));
+            }
             Flow::Udt(u) => {
                 let hdr = p.header();
                 let wire_len = usize::from(u16::from_be_bytes([hdr[2], hdr[3]])) - IP_UDP;
@@ -1092,8 +1104,15 @@ impl Simulation {
             let Flow::Udt(u) = &mut self.flows[f] else {
                 unreachable!()
             };
+            let content = self.content_flow[f];
             let p = self.pool.get_mut(id);
-            let Some(tx) = u.ends[side].poll_transmit(now, &mut p.hdr[IP_UDP..]) else {
+            // Packets with content are built whole in scratch space.
+            let buf = if content {
+                &mut self.datagram[..]
+            } else {
+                &mut p.hdr[..]
+            };
+            let Some(tx) = u.ends[side].poll_transmit(now, &mut buf[IP_UDP..]) else {
                 self.pool.free(id);
                 break;
             };
@@ -1105,20 +1124,26 @@ impl Simulation {
                 ttl: 64,
                 dscp: 0,
             };
-            ip.emit(&mut p.hdr, Checksum::None);
+            ip.emit(buf, Checksum::None);
             UdpRepr {
                 src_port,
                 dst_port,
                 payload_len: tx.wire_len,
             }
             .emit(
-                &mut p.hdr[20..IP_UDP],
+                &mut buf[20..IP_UDP],
                 ip.src_addr,
                 ip.dst_addr,
                 Checksum::None,
             );
-            p.hdr_len = (IP_UDP + tx.written) as u8;
-            p.payload_len = (tx.wire_len - tx.written) as u32;
+            if content {
+                debug_assert_eq!(tx.written, tx.wire_len, "content channels carry bytes");
+                self.pool
+                    .set_whole(id, &self.datagram[..IP_UDP + tx.written]);
+            } else {
+                p.hdr_len = (IP_UDP + tx.written) as u8;
+                p.payload_len = (tx.wire_len - tx.written) as u32;
+            }
             self.forward(now, node, dst, id);
         }
         let Flow::Udt(u) = &mut self.flows[f] else {

@@ -110,6 +110,13 @@ pub struct TcpConfig {
     pub recv_buffer_bytes: u64,
     /// Send buffer, bytes: the most unacknowledged data this side keeps.
     pub send_buffer_bytes: u64,
+    /// Linux's send-buffer autotuning: the buffer the application writes into
+    /// grows with the window, to twice the congestion window (`tcp_sndbuf_expand`
+    /// sizes it so), and `send_buffer_bytes` is only its cap (`tcp_wmem`'s maximum).
+    /// So about a window of data waits unsent, however large the cap. Off: the
+    /// buffer is `send_buffer_bytes` throughout (an application that set
+    /// `SO_SNDBUF`).
+    pub send_buffer_autotune: bool,
     /// Whether to offer window scaling (RFC 7323); without it the window is 64 KiB.
     pub window_scaling: bool,
     /// DSCP of outgoing packets.
@@ -141,6 +148,7 @@ impl Default for TcpConfig {
             dup_thresh: 3,
             recv_buffer_bytes: 64 << 20,
             send_buffer_bytes: 64 << 20,
+            send_buffer_autotune: false,
             window_scaling: true,
             dscp: 0,
             checksum: Checksum::Both,
@@ -469,7 +477,15 @@ impl TcpConnection {
     /// waiting (the buffer holds written bytes until they are acknowledged).
     pub fn send_space(&self) -> u64 {
         let held = self.written.saturating_sub(self.board.una());
-        self.cfg.send_buffer_bytes.saturating_sub(held)
+        let limit = if self.cfg.send_buffer_autotune {
+            // Linux starts from tcp_wmem's default, 16 KiB.
+            (2 * self.cc.window())
+                .max(16 << 10)
+                .min(self.cfg.send_buffer_bytes)
+        } else {
+            self.cfg.send_buffer_bytes
+        };
+        limit.saturating_sub(held)
     }
     /// The congestion window, bytes.
     pub fn cwnd(&self) -> u64 {

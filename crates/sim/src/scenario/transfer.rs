@@ -21,6 +21,7 @@
 //! block_size = "1MiB"
 //! files = { count = 1, size = "5GB" }   # or sizes = ["1MB", "20kB"]
 //! tcp = { cc = "cubic" }         # any TCP flow key but from, to, start, size, files
+//! content = false                # UDT only: carry real bytes, and check them
 //! ```
 
 use serde::Deserialize;
@@ -75,6 +76,7 @@ pub(super) struct TransferFile {
     files: Option<TransferFilesFile>,
     sizes: Option<Vec<String>>,
     control_bytes: Option<u32>,
+    content: Option<bool>,
     tcp: Option<toml::Value>,
     udt: Option<toml::Value>,
 }
@@ -195,12 +197,14 @@ impl Loader<'_> {
             None => d.is_some_and(|d| d.udt),
             Some("tcp") => false,
             Some("udt") => true,
-            Some(o) => return Err(self.err(
-                k("transport"),
-                format!(
+            Some(o) => {
+                return Err(self.err(
+                    k("transport"),
+                    format!(
                     "unknown `{o}`: use \"tcp\" or \"udt\" (AR-UDT: udt = {{ cc = \"ar-udt\" }})"
                 ),
-            )),
+                ))
+            }
         };
         let count = |name: &str, v: Option<u16>, d: u16, max: u16| match v {
             None => Ok(d),
@@ -281,6 +285,13 @@ impl Loader<'_> {
                 ))
             }
         };
+        let content = t.content.unwrap_or(false);
+        if content && !udt {
+            return Err(self.err(
+                k("content"),
+                "only UDT channels carry content (TCP channels count bytes): set transport = \"udt\"",
+            ));
+        }
         let limits = [
             hosts[from].unwrap_or(HostLimits::TUNED),
             hosts[to].unwrap_or(HostLimits::TUNED),
@@ -309,7 +320,8 @@ impl Loader<'_> {
                 }
                 let mut spec = self.tcp_flow(&k("tcp"), &tf, from, to, start)?;
                 // A buffer the tool sets itself is capped by `rmem_max`/`wmem_max`;
-                // otherwise autotuning grows it to the `tcp_rmem`/`tcp_wmem` maximum.
+                // otherwise autotuning sizes it, up to the `tcp_rmem`/`tcp_wmem`
+                // maximum (the send buffer to twice the window).
                 let c = &mut spec.config;
                 c.recv_buffer_bytes = match tf.recv_buffer {
                     Some(_) => c.recv_buffer_bytes.min(limits[1].rmem_max),
@@ -321,6 +333,7 @@ impl Loader<'_> {
                     None => limits[0].tcp_wmem_max,
                 }
                 .max(2 * u64::from(c.mss));
+                c.send_buffer_autotune = tf.send_buffer.is_none();
                 FlowSpec::Tcp(TcpFlowSpec {
                     size: None,
                     files: None,
@@ -342,6 +355,7 @@ impl Loader<'_> {
             hosts: limits,
             channels: (first..first + channels).collect(),
             control_bytes,
+            content,
         })
     }
 

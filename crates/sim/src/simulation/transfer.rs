@@ -18,12 +18,12 @@
 
 use std::collections::VecDeque;
 
-use longhaul_proto::transfer::{BlockRepr, FileBlocks, Reassembler, HEADER_LEN};
+use longhaul_proto::transfer::{BlockRepr, Deframer, FileBlocks, Reassembler, HEADER_LEN};
 use longhaul_proto::{Bandwidth, Duration, Instant};
 use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 
 use super::{rearm, Endpoint, Simulation, IP_UDP};
-use crate::app::{Flow, TransferSpec};
+use crate::app::{file_byte, Flow, TransferSpec};
 use crate::metrics::TransferSummary;
 use crate::packet::PacketId;
 use crate::scheduler::Event;
@@ -36,42 +36,64 @@ pub(super) const CONTROL_FLAG: u32 = 1 << 31;
 /// Control message kinds: a request, and its reply one above.
 const SESSION: u8 = 1;
 const FILE: u8 = 3;
+/// What a disk reader or a core hands over at once, bytes.
+const READ_CHUNK: u64 = 64 << 10;
 /// The first control timeout (RFC 6298's initial RTO); later ones are twice the
 /// measured round trip, at least 200 ms.
 const CONTROL_RTO: Duration = Duration::from_secs(1);
 
-/// A rate limit on bytes handed to channels: what a disk or a core can supply.
+/// A rate limit on bytes handed to channels: what a disk or a core can supply. A
+/// token bucket: it fills at the rate up to `cap` (what a reader may have read
+/// ahead into its buffers; a core cannot bank time) and empties as bytes are handed
+/// over.
 #[derive(Debug, Clone, Copy)]
 struct Gate {
     /// Bytes per nanosecond; `None`: no limit.
     rate: Option<f64>,
-    start: Instant,
-    handed: u64,
-    /// Bytes available at once (a block's worth: what a reader has ready).
-    burst: u64,
+    cap: f64,
+    level: f64,
+    last: Instant,
 }
 
 impl Gate {
-    fn new(rate: Option<Bandwidth>, burst: u64) -> Self {
+    fn new(rate: Option<Bandwidth>, cap: u64) -> Self {
         Gate {
             rate: rate.map(|r| r.as_bps() as f64 / 8e9),
-            start: Instant::ZERO,
-            handed: 0,
-            burst,
+            cap: cap as f64,
+            level: 0.0,
+            last: Instant::ZERO,
         }
     }
-    fn available(&self, now: Instant) -> u64 {
+    fn level_at(&self, now: Instant) -> f64 {
         let Some(r) = self.rate else {
-            return u64::MAX;
+            return f64::INFINITY;
         };
-        let supplied = (now.saturating_duration_since(self.start).as_nanos() as f64 * r) as u64;
-        (supplied + self.burst).saturating_sub(self.handed)
+        let dt = now.saturating_duration_since(self.last).as_nanos() as f64;
+        (self.level + dt * r).min(self.cap)
     }
-    /// When `need` more bytes than now will be available.
-    fn ready_at(&self, need: u64) -> Option<Instant> {
+    fn available(&self, now: Instant) -> u64 {
+        let l = self.level_at(now);
+        if l.is_infinite() {
+            u64::MAX
+        } else {
+            l as u64
+        }
+    }
+    fn take(&mut self, now: Instant, bytes: u64) {
+        if self.rate.is_some() {
+            self.level = (self.level_at(now) - bytes as f64).max(0.0);
+            self.last = now;
+        }
+    }
+    /// When `need` bytes will be available (the bucket holds at least that much).
+    fn ready_at(&self, now: Instant, need: u64) -> Option<Instant> {
         let r = self.rate?;
-        let target = (self.handed + need).saturating_sub(self.burst);
-        Some(self.start + Duration::from_nanos((target as f64 / r).ceil() as u64 + 1))
+        let short = (need as f64).min(self.cap) - self.level_at(now);
+        Some(now + Duration::from_nanos((short.max(0.0) / r).ceil() as u64 + 1))
+    }
+    fn start(&mut self, now: Instant) {
+        self.level = 0.0;
+        self.last = now;
     }
 }
 
@@ -108,6 +130,8 @@ struct ChannelRt {
     gate: Gate,
     /// File bytes delivered.
     payload: u64,
+    /// With content: splits what the channel delivers back into blocks.
+    deframer: Deframer,
 }
 
 /// A control request awaiting its reply.
@@ -142,11 +166,16 @@ pub(crate) struct TransferRt {
     ctl_retransmits: u64,
     completed_at: Option<Instant>,
     counted_done: bool,
+    /// With content: bytes checked against the pattern, and those that differed.
+    verified: u64,
+    mismatched: u64,
 }
 
 impl TransferRt {
     pub fn new(spec: TransferSpec) -> Self {
-        let burst = HEADER_LEN as u64 + u64::from(spec.block_size);
+        // A reader may read ahead a few blocks (at least 4 MiB) into its buffers.
+        let block = HEADER_LEN as u64 + u64::from(spec.block_size);
+        let pool = (4 * block * u64::from(spec.readers)).max(4 << 20);
         let src = spec.hosts[0];
         let n = spec.channels.len() as u64;
         // A reader thread moves data as fast as a core; the disk caps them all.
@@ -177,8 +206,9 @@ impl TransferRt {
                 current: None,
                 written: 0,
                 marks: VecDeque::new(),
-                gate: Gate::new(channel_rate, burst),
+                gate: Gate::new(channel_rate, READ_CHUNK),
                 payload: 0,
+                deframer: Deframer::default(),
             })
             .collect();
         let groups = (0..spec.concurrency)
@@ -189,7 +219,7 @@ impl TransferRt {
             .collect();
         TransferRt {
             reasm: Reassembler::new(spec.files.iter().copied()),
-            read_gate: Gate::new(read_rate, burst),
+            read_gate: Gate::new(read_rate, pool),
             spec,
             started: false,
             session_open: false,
@@ -205,6 +235,8 @@ impl TransferRt {
             ctl_retransmits: 0,
             completed_at: None,
             counted_done: false,
+            verified: 0,
+            mismatched: 0,
         }
     }
 
@@ -266,8 +298,19 @@ impl Simulation {
                     )));
                 }
             }
+            if spec.content
+                && spec
+                    .channels
+                    .iter()
+                    .any(|&f| !matches!(self.flows[f], Flow::Udt(_)))
+            {
+                return Err(spec_err(format!(
+                    "transfer {t}: only UDT channels carry content (TCP here counts bytes)"
+                )));
+            }
             for (i, &f) in spec.channels.iter().enumerate() {
                 self.channel_of[f] = Some((t as u32, i as u16));
+                self.content_flow[f] = spec.content;
                 if let Flow::Udt(u) = &mut self.flows[f] {
                     u.unsent = 0; // its data comes from the transfer
                 }
@@ -298,9 +341,9 @@ impl Simulation {
         }
         if !x.started {
             x.started = true;
-            x.read_gate.start = now;
+            x.read_gate.start(now);
             for c in &mut x.channels {
-                c.gate.start = now;
+                c.gate.start(now);
             }
             let files = x.spec.files.len() as u32;
             self.send_request(now, t, SESSION, u16::MAX, files);
@@ -366,9 +409,11 @@ impl Simulation {
                 return;
             }
             let allowed = x.read_gate.available(now).min(ch.gate.available(now));
-            if allowed == 0 {
-                let need = left.min(space).max(1);
-                let at = [x.read_gate.ready_at(need), ch.gate.ready_at(need)]
+            // A rate-limited source hands over whole reads, not a trickle of bytes
+            // (which would cost an event each).
+            let need = left.min(space).min(READ_CHUNK);
+            if allowed < need {
+                let at = [x.read_gate.ready_at(now, need), ch.gate.ready_at(now, need)]
                     .into_iter()
                     .flatten()
                     .max();
@@ -384,6 +429,23 @@ impl Simulation {
             let n = left.min(space).min(allowed);
             let taken = match &mut self.flows[ch.flow] {
                 Flow::Tcp(tf) => tf.ends[0].send(n).map_or(0, |()| n),
+                Flow::Udt(u) if x.spec.content => {
+                    // The block's bytes from where the last write stopped: header,
+                    // then file content.
+                    let total = HEADER_LEN as u64 + u64::from(block.len);
+                    let from = total - left;
+                    let buf = &mut self.scratch;
+                    buf.clear();
+                    let mut h = [0u8; HEADER_LEN];
+                    block.emit(&mut h);
+                    for k in from..from + n {
+                        buf.push(match k.checked_sub(HEADER_LEN as u64) {
+                            None => h[k as usize],
+                            Some(o) => file_byte(block.file, block.offset + o),
+                        });
+                    }
+                    u.ends[0].send(buf).unwrap_or(0) as u64
+                }
                 Flow::Udt(u) => u.ends[0].send_virtual(n).unwrap_or(0),
                 _ => 0,
             };
@@ -391,8 +453,8 @@ impl Simulation {
                 return;
             }
             ch.written += taken;
-            ch.gate.handed += taken;
-            x.read_gate.handed += taken;
+            ch.gate.take(now, taken);
+            x.read_gate.take(now, taken);
             if taken == left {
                 ch.marks.push_back((ch.written, block));
                 ch.current = None;
@@ -404,6 +466,10 @@ impl Simulation {
 
     /// The receiving block manager: takes the blocks channel `c` has delivered whole.
     pub(super) fn channel_progress(&mut self, now: Instant, t: usize, c: usize) {
+        if self.transfers[t].spec.content {
+            self.channel_content(now, t, c);
+            return;
+        }
         let x = &mut self.transfers[t];
         let ch = &mut x.channels[c];
         let delivered = match &self.flows[ch.flow] {
@@ -427,7 +493,63 @@ impl Simulation {
                 .expect("the sender framed every block once, inside its file");
             any = true;
         }
-        if any && x.reasm.is_done() && x.completed_at.is_none() {
+        if any {
+            self.after_blocks(now, t);
+        }
+    }
+
+    /// The receiving application of a transfer that carries content: reads what
+    /// channel `c` delivered, parses the blocks, reassembles and checks every byte.
+    fn channel_content(&mut self, now: Instant, t: usize, c: usize) {
+        let x = &mut self.transfers[t];
+        let ch = &mut x.channels[c];
+        let Flow::Udt(u) = &mut self.flows[ch.flow] else {
+            return;
+        };
+        let buf = &mut self.scratch;
+        buf.resize(1 << 16, 0);
+        let mut any = false;
+        loop {
+            let n = u.ends[1].recv(buf);
+            if n == 0 {
+                break;
+            }
+            let disk = x.spec.hosts[1].disk_write;
+            let (reasm, free) = (&mut x.reasm, &mut x.disk_free_at);
+            let (verified, mismatched) = (&mut x.verified, &mut x.mismatched);
+            let payload = &mut ch.payload;
+            ch.deframer
+                .push(&buf[..n], |b, data| {
+                    *payload += u64::from(b.len);
+                    reasm
+                        .insert(b, Some(data), |file, offset, d, len| {
+                            let d = d.expect("content carried");
+                            *verified += u64::from(len);
+                            *mismatched += d
+                                .iter()
+                                .enumerate()
+                                .filter(|&(k, &v)| v != file_byte(file, offset + k as u64))
+                                .count() as u64;
+                            if let Some(w) = disk {
+                                *free = (*free).max(now)
+                                    + Duration::from_nanos(w.tx_time_nanos(u64::from(len)));
+                            }
+                        })
+                        .expect("the sender framed every block once, inside its file");
+                    any = true;
+                })
+                .expect("the sender frames every block");
+        }
+        if any {
+            self.after_blocks(now, t);
+        }
+    }
+
+    /// Once blocks were taken: whether the transfer is complete (when the
+    /// destination disk has written the last byte).
+    fn after_blocks(&mut self, now: Instant, t: usize) {
+        let x = &mut self.transfers[t];
+        if x.reasm.is_done() && x.completed_at.is_none() {
             let at = x.disk_free_at.max(now);
             x.completed_at = Some(at);
             if at > now {
@@ -644,6 +766,8 @@ impl Simulation {
                     channel_goodput_mbps: per_channel.clone(),
                     jain_index: crate::metrics::jain_index(&per_channel),
                     peak_held_bytes: x.reasm.peak_held_bytes(),
+                    verified_bytes: s.content.then_some(x.verified),
+                    mismatched_bytes: s.content.then_some(x.mismatched),
                     control_exchanges: x.exchanges,
                     control_retransmits: x.ctl_retransmits,
                 }

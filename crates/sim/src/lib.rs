@@ -20,7 +20,10 @@
 //!
 //! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT, SCTP (the `longhaul-proto`
 //! engines), and UDP sources; applications send bulk data, a number of bytes, or
-//! files round robin ([`app::Files`]). Routers may run DiffServ ([`diffserv`]):
+//! files round robin ([`app::Files`]). Transfers ([`app::TransferSpec`]) move files
+//! the way bulk-transfer tools do: striped in blocks over parallel TCP or UDT
+//! channels, several at once, pipelined or with a control exchange per file, within
+//! the hosts' buffer, disk and CPU limits ([`app::HostLimits`]). Routers may run DiffServ ([`diffserv`]):
 //! ingress rules and an egress scheduler per link. Links may be wireless hops, and a
 //! router a base station with a processing budget that runs Snoop
 //! ([`basestation`], [`snoop`]). Sweeps ([`sweep`]) run a grid of variants of a
@@ -30,7 +33,7 @@
 //! point-to-point link), mobility, link-layer retransmission. Payload content is not
 //! carried, except that SCTP packets travel whole (their chunks and
 //! CRC32c cover the data; the simulated applications write zeros) in side buffers of
-//! the packet pool.
+//! the packet pool, as do the UDT channels of a transfer that asks for content.
 
 #![warn(missing_docs)]
 

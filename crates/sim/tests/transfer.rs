@@ -352,3 +352,24 @@ fn bad_transfers_are_refused_with_the_key() {
         .to_string();
     assert!(e.contains("host[0].name") && e.contains("router"), "{e}");
 }
+
+/// The same transfer and seed give the same summary, to the byte; another seed
+/// (other random losses) does not.
+#[test]
+fn transfers_are_deterministic() {
+    let text = |seed: u32| {
+        path(
+            "100Mbps",
+            "10ms",
+            1e-4,
+            r#"parallelism = 4
+pipelining = false
+files = { count = 5, size = "2MB" }"#,
+            "",
+        )
+        .replace("seed = 7", &format!("seed = {seed}"))
+    };
+    let json = |seed| serde_json::to_string(&common::run(&text(seed)).summary).unwrap();
+    assert_eq!(json(1), json(1));
+    assert_ne!(json(1), json(2));
+}

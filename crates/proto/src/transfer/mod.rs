@@ -225,18 +225,30 @@ impl Reassembler {
 }
 
 /// Splits one channel's byte stream into blocks, whatever pieces it arrives in.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Deframer {
+    /// The largest block the session allows: a header claiming more is refused
+    /// before anything is buffered for it.
+    max_len: u32,
     header: Vec<u8>,
     current: Option<(BlockRepr, Vec<u8>)>,
 }
 
 /// A channel's stream that is not a sequence of blocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("malformed block header on a data channel")]
+#[error("malformed block header on a data channel (empty, past 2^64, or longer than the session's block size)")]
 pub struct FramingError;
 
 impl Deframer {
+    /// A deframer for blocks of at most `max_len` bytes of data.
+    pub fn new(max_len: u32) -> Self {
+        Deframer {
+            max_len,
+            header: Vec::with_capacity(HEADER_LEN),
+            current: None,
+        }
+    }
+
     /// Takes the next `bytes` of the stream; calls `block` for each block completed.
     pub fn push(
         &mut self,
@@ -253,6 +265,9 @@ impl Deframer {
                         let p =
                             BlockPacket::new_checked(&self.header[..]).map_err(|_| FramingError)?;
                         let r = BlockRepr::parse(&p).map_err(|_| FramingError)?;
+                        if r.len > self.max_len {
+                            return Err(FramingError);
+                        }
                         self.header.clear();
                         self.current = Some((r, Vec::with_capacity(r.len as usize)));
                     }

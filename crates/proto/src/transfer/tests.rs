@@ -42,7 +42,7 @@ fn transfer(
     }
     let mut out: Vec<Vec<u8>> = vec![Vec::new(); sizes.len()];
     let mut r = Reassembler::new(sizes.iter().copied());
-    let mut deframers: Vec<Deframer> = (0..channels).map(|_| Deframer::default()).collect();
+    let mut deframers: Vec<Deframer> = (0..channels).map(|_| Deframer::new(block_size)).collect();
     let mut read = vec![0usize; channels];
     let mut step = |c: usize, n: usize, out: &mut Vec<Vec<u8>>, r: &mut Reassembler| {
         let end = (read[c] + n).min(streams[c].len());
@@ -166,10 +166,29 @@ fn bad_blocks_are_refused_and_change_nothing() {
 
 #[test]
 fn a_bad_header_is_a_framing_error() {
-    let mut d = Deframer::default();
+    let mut d = Deframer::new(1 << 20);
     let zero_len = [0u8; HEADER_LEN];
     assert_eq!(
         d.push(&zero_len, |_, _| panic!("no block")),
         Err(FramingError)
     );
+    // A header claiming more than the session's block size is refused before
+    // anything is buffered for it (a fuzzer's 3 GB claim once ran out of memory).
+    let mut d = Deframer::new(1 << 20);
+    let mut h = [0u8; HEADER_LEN];
+    BlockRepr {
+        file: 0,
+        offset: 0,
+        len: (1 << 20) + 1,
+    }
+    .emit(&mut h);
+    assert_eq!(d.push(&h, |_, _| panic!("no block")), Err(FramingError));
+    BlockRepr {
+        file: 0,
+        offset: 0,
+        len: 1 << 20,
+    }
+    .emit(&mut h);
+    let mut d = Deframer::new(1 << 20);
+    assert_eq!(d.push(&h, |_, _| panic!("not yet whole")), Ok(()));
 }

@@ -208,7 +208,7 @@ impl TransferRt {
                 marks: VecDeque::new(),
                 gate: Gate::new(channel_rate, READ_CHUNK),
                 payload: 0,
-                deframer: Deframer::default(),
+                deframer: Deframer::new(spec.block_size),
             })
             .collect();
         let groups = (0..spec.concurrency)

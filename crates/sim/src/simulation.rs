@@ -395,6 +395,7 @@ impl Simulation {
     }
 
     /// Runs one event other than a link arrival.
+    #[inline]
     fn dispatch(&mut self, now: Instant, ev: Event) {
         match ev {
             Event::LinkArrival(_) => unreachable!("handled above"),

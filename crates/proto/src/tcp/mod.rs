@@ -997,10 +997,11 @@ impl TcpConnection {
         }
 
         let max = self.board.max();
+        // (Cheapest tests first: a bulk sender fails the second.)
         if !self.closed
-            && self.board.outstanding() == 0
             && self.written > max
             && self.written - max < self.board.next_new_room()
+            && self.board.outstanding() == 0
             && self.written - max <= cwnd.min(self.peer_window)
         {
             // Nagle: a short segment may go when nothing is unacknowledged.

@@ -373,3 +373,26 @@ files = { count = 5, size = "2MB" }"#,
     assert_eq!(json(1), json(1));
     assert_ne!(json(1), json(2));
 }
+
+/// A per-core rate: each reader thread and each channel moves at most one core's
+/// worth. Two readers at 100 Mb/s supply 200 Mb/s; with 3 cores one core is left
+/// for the 4 channels (100 Mb/s between them), with 8 each channel has its own.
+#[test]
+fn core_rates_bound_readers_and_channels() {
+    let run = |cores: u32| {
+        transfer(&path(
+            "1Gbps",
+            "5ms",
+            0.0,
+            r#"parallelism = 4
+readers = 2
+files = { count = 1, size = "100MB" }"#,
+            &format!("[[host]]\nname = \"n0\"\ncores = {cores}\ncore_rate = \"100Mbps\"\n"),
+        ))
+        .throughput_mbps
+    };
+    let shared = run(3);
+    let readers = run(8);
+    assert!((95.0..=100.0).contains(&shared), "{shared}");
+    assert!((190.0..=200.0).contains(&readers), "{readers}");
+}

@@ -5,6 +5,7 @@
 //! scenario file, a path or an argument), with a message naming what to fix.
 
 mod bench;
+mod net;
 mod sim;
 
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ struct Cli {
 enum Command {
     /// Deterministic packet-level simulation.
     Sim(sim::SimArgs),
+    /// Benchmarks of the real I/O path (`sim bench` measures the simulator).
+    Bench(net::BenchArgs),
 }
 
 /// A failure, and whether it was the user's input.
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
+        Command::Bench(args) => net::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

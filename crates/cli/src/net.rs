@@ -1,0 +1,66 @@
+//! `longhaul bench loopback`: memory-to-memory UDT over loopback.
+
+use clap::{Args, Subcommand};
+use longhaul_net::bench::loopback;
+use longhaul_proto::udt::UdtConnConfig;
+
+use crate::Failure;
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Debug, Subcommand)]
+enum What {
+    /// UDT connections over loopback, memory to memory (no disk, no network limit).
+    Loopback(LoopbackArgs),
+}
+
+#[derive(Debug, Args)]
+struct LoopbackArgs {
+    /// Channel counts to measure, one run each.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 4])]
+    channels: Vec<usize>,
+    /// Megabytes each channel sends.
+    #[arg(long, default_value_t = 500)]
+    megabytes: u64,
+    /// UDT packet size, IP and UDP headers included (UDT4's MSS; 1500 by default,
+    /// loopback carries up to 65535).
+    #[arg(long, default_value_t = 1500)]
+    mss: u32,
+}
+
+pub fn run(args: BenchArgs) -> Result<(), Failure> {
+    let What::Loopback(a) = args.what;
+    if a.channels.iter().any(|&c| c == 0 || c > 64)
+        || a.megabytes == 0
+        || !(76..=65_000).contains(&a.mss)
+    {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--channels must be from 1 to 64, --megabytes above 0, --mss from 76 to 65000"
+        )));
+    }
+    let cfg = UdtConnConfig {
+        mss: a.mss,
+        ..UdtConnConfig::default()
+    };
+    println!(
+        "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12}",
+        "channels", "Gb/s", "wall s", "CPU s", "CPU s per Gb", "retransmits"
+    );
+    for &c in &a.channels {
+        let r = loopback(c, a.megabytes * 1_000_000, cfg)?;
+        println!(
+            "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12}",
+            c,
+            r.gbps(),
+            r.seconds,
+            r.cpu_seconds,
+            r.cpu_per_gbit(),
+            r.packets.1
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,124 @@
+//! Memory-to-memory UDT over loopback: how fast the engine and its driver move
+//! bytes when neither the network nor a disk is the limit.
+
+use std::net::SocketAddr;
+use std::thread;
+use std::time::Duration;
+
+use longhaul_proto::udt::UdtConnConfig;
+
+use crate::clock::Clock;
+use crate::udt::{NetError, UdtListener, UdtSocket};
+
+/// What one loopback run measured.
+#[derive(Debug, Clone)]
+pub struct LoopbackReport {
+    /// Channels (connection pairs) run at once.
+    pub channels: usize,
+    /// Bytes the receivers read, per channel.
+    pub bytes: Vec<u64>,
+    /// Wall time from the first connection to the last byte read, s.
+    pub seconds: f64,
+    /// CPU time of the whole process (both ends), s.
+    pub cpu_seconds: f64,
+    /// Data packets sent and retransmitted, over all channels.
+    pub packets: (u64, u64),
+}
+
+impl LoopbackReport {
+    /// Total goodput, Gb/s.
+    pub fn gbps(&self) -> f64 {
+        self.bytes.iter().sum::<u64>() as f64 * 8.0 / self.seconds / 1e9
+    }
+    /// CPU seconds spent per gigabit moved (both ends).
+    pub fn cpu_per_gbit(&self) -> f64 {
+        let gbit = self.bytes.iter().sum::<u64>() as f64 * 8.0 / 1e9;
+        self.cpu_seconds / gbit.max(1e-9)
+    }
+}
+
+/// User and system CPU time of this process so far, from /proc (Linux), s.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start after ')'.
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after ')').
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs `channels` UDT connections over loopback at once, each writing
+/// `bytes_per_channel` from memory as fast as it can, with `cfg` (socket IDs and
+/// ISNs are set per channel).
+pub fn loopback(
+    channels: usize,
+    bytes_per_channel: u64,
+    cfg: UdtConnConfig,
+) -> Result<LoopbackReport, NetError> {
+    const LIMIT: Duration = Duration::from_secs(120);
+    let clock = Clock::new();
+    let cpu0 = cpu_seconds();
+    let start = clock.now();
+    let mut servers = vec![];
+    let mut clients = vec![];
+    for c in 0..channels {
+        let listener = UdtListener::bind("127.0.0.1:0".parse::<SocketAddr>().expect("literal"))?;
+        let addr = listener.local_addr()?;
+        let id = 2 * c as u32 + 1;
+        let server_cfg = UdtConnConfig {
+            socket_id: id + 1,
+            ..cfg
+        };
+        servers.push(thread::spawn(move || -> Result<u64, NetError> {
+            let mut s = listener.accept(server_cfg, LIMIT)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut got = 0u64;
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(got);
+                }
+                got += n as u64;
+            }
+        }));
+        let client_cfg = UdtConnConfig {
+            socket_id: id,
+            isn: (id * 7919) & 0x3fff_ffff,
+            ..cfg
+        };
+        clients.push(thread::spawn(move || -> Result<(u64, u64), NetError> {
+            let mut s = UdtSocket::connect(addr, client_cfg, LIMIT)?;
+            let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
+            let mut left = bytes_per_channel;
+            while left > 0 {
+                let n = left.min(block.len() as u64) as usize;
+                s.write_all(&block[..n])?;
+                left -= n as u64;
+            }
+            let st = *s.connection().stats();
+            s.close(LIMIT)?;
+            Ok((st.data_sent, st.retransmitted))
+        }));
+    }
+    let mut packets = (0, 0);
+    for c in clients {
+        let (sent, rexmit) = c.join().expect("client thread")?;
+        packets.0 += sent;
+        packets.1 += rexmit;
+    }
+    let mut bytes = vec![];
+    for s in servers {
+        bytes.push(s.join().expect("server thread")?);
+    }
+    let seconds = clock.now().saturating_duration_since(start).as_secs_f64();
+    Ok(LoopbackReport {
+        channels,
+        bytes,
+        seconds,
+        cpu_seconds: cpu_seconds() - cpu0,
+        packets,
+    })
+}

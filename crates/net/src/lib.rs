@@ -1,0 +1,25 @@
+//! longhaul-net: the only crate that touches the OS clock and sockets.
+//!
+//! It runs the sans-IO UDT engine of `longhaul-proto` (the same engine the simulator
+//! runs) over a real UDP socket: [`UdtSocket`] is a blocking, connected UDT socket
+//! (`connect`, `accept`, `write_all`, `read`, `close`) whose driver loop feeds the
+//! engine the datagrams that arrive, sends what it is due to send, and keeps its
+//! timers, reading the time from [`clock::Clock`].
+//!
+//! Pacing: UDT spaces its packets by a sending period of a few microseconds at
+//! gigabit rates, which no sleeping timer honours. The driver blocks in the kernel
+//! only when the next deadline is more than [`SPIN`] away, and spins (yielding the
+//! core) the rest of the way, as UDT4 does with its TSC timer.
+//!
+//! What is not here yet (issue 8): batched I/O (`sendmmsg`/`recvmmsg`, GSO/GRO), the
+//! transfer protocol (control channel, authentication, block map, resume journal,
+//! verification) and `longhaul send`/`recv`. One socket per connection: a listener
+//! accepts one connection on its port (UDT4 multiplexes by socket ID).
+
+#![warn(missing_docs)]
+
+pub mod bench;
+pub mod clock;
+mod udt;
+
+pub use udt::{NetError, UdtListener, UdtSocket, SPIN};

@@ -1,0 +1,358 @@
+//! A blocking UDT socket: the sans-IO engine driven over a connected UDP socket.
+
+use std::io::{self, ErrorKind};
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration as StdDuration;
+
+use longhaul_proto::udt::{Event, State, UdtConnConfig, UdtConnection};
+use longhaul_proto::Instant;
+
+use crate::clock::Clock;
+
+/// The driver blocks in the kernel only when the engine's next deadline is further
+/// than this; nearer deadlines are met by spinning.
+pub const SPIN: StdDuration = StdDuration::from_micros(50);
+
+/// Kernel socket buffers asked for: a burst of a few thousand packets must not
+/// overflow them between two reads.
+const SOCKET_BUFFER: usize = 16 << 20;
+
+/// What can go wrong with a UDT socket.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// The socket failed.
+    #[error("UDP socket: {0}")]
+    Io(#[from] io::Error),
+    /// The handshake timed out or was rejected.
+    #[error("UDT handshake with {0} failed (no answer, or rejected)")]
+    ConnectFailed(SocketAddr),
+    /// Nothing came in time.
+    #[error("timed out after {0:?}")]
+    Timeout(StdDuration),
+    /// The peer stopped answering (UDT's EXP timer gave up).
+    #[error("the connection broke: the peer stopped answering")]
+    Broken,
+    /// Writing after a close, or before the connection is up.
+    #[error("the connection is not open for writing")]
+    NotConnected,
+}
+
+/// A connected UDT socket.
+#[derive(Debug)]
+pub struct UdtSocket {
+    sock: UdpSocket,
+    peer: SocketAddr,
+    conn: UdtConnection,
+    clock: Clock,
+    tx: Vec<u8>,
+    rx: Vec<u8>,
+    connected: bool,
+    failed: bool,
+    broken: bool,
+    peer_shutdown: bool,
+    buffers: [usize; 2],
+}
+
+/// A bound UDP port that accepts one UDT connection.
+#[derive(Debug)]
+pub struct UdtListener {
+    sock: UdpSocket,
+    buffers: [usize; 2],
+}
+
+/// A non-blocking UDP socket bound to `bind`, with kernel buffers of
+/// `SOCKET_BUFFER` if the kernel allows them (`net.core.rmem_max`/`wmem_max` cap
+/// what an application may ask for); the sizes it got are returned too.
+fn udp_socket(bind: SocketAddr) -> io::Result<(UdpSocket, [usize; 2])> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))?;
+    // Asking for more than the cap is not an error: the kernel clamps.
+    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    // Linux reports twice what it grants (the other half is its bookkeeping).
+    let got = [s.send_buffer_size()? / 2, s.recv_buffer_size()? / 2];
+    s.bind(&bind.into())?;
+    s.set_nonblocking(true)?;
+    Ok((s.into(), got))
+}
+
+impl UdtListener {
+    /// Binds `addr` (port 0: any free port).
+    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
+        let (sock, buffers) = udp_socket(addr)?;
+        Ok(UdtListener { sock, buffers })
+    }
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.local_addr()
+    }
+    /// Waits for a client's handshake and completes it; the socket then belongs to
+    /// that client.
+    pub fn accept(self, cfg: UdtConnConfig, timeout: StdDuration) -> Result<UdtSocket, NetError> {
+        let clock = Clock::new();
+        let mut conn = UdtConnection::new(cfg, clock.now());
+        conn.listen();
+        let mut buf = vec![0u8; 1 << 16];
+        let give_up = clock.now() + to_proto(timeout);
+        self.sock.set_nonblocking(false)?;
+        let peer = loop {
+            let left = give_up.saturating_duration_since(clock.now());
+            if left == longhaul_proto::Duration::ZERO {
+                return Err(NetError::Timeout(timeout));
+            }
+            self.sock.set_read_timeout(Some(
+                StdDuration::from_nanos(left.as_nanos() as u64).max(SPIN),
+            ))?;
+            match self.sock.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    conn.handle_datagram(clock.now(), &buf[..n]);
+                    self.sock.connect(from)?;
+                    break from;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => return Err(e.into()),
+            }
+        };
+        self.sock.set_nonblocking(true)?;
+        let mut s = UdtSocket::new(self.sock, peer, conn, clock, self.buffers);
+        s.wait_connected(give_up, timeout)?;
+        Ok(s)
+    }
+}
+
+impl UdtSocket {
+    fn new(
+        sock: UdpSocket,
+        peer: SocketAddr,
+        conn: UdtConnection,
+        clock: Clock,
+        buffers: [usize; 2],
+    ) -> Self {
+        UdtSocket {
+            buffers,
+            sock,
+            peer,
+            conn,
+            clock,
+            tx: vec![0u8; 1 << 16],
+            rx: vec![0u8; 1 << 16],
+            connected: false,
+            failed: false,
+            broken: false,
+            peer_shutdown: false,
+        }
+    }
+
+    /// Connects to a UDT server (ours or UDT4's) at `addr`.
+    pub fn connect(
+        addr: SocketAddr,
+        cfg: UdtConnConfig,
+        timeout: StdDuration,
+    ) -> Result<Self, NetError> {
+        let bind: SocketAddr = if addr.is_ipv4() {
+            "0.0.0.0:0".parse().expect("literal")
+        } else {
+            "[::]:0".parse().expect("literal")
+        };
+        let (sock, buffers) = udp_socket(bind)?;
+        sock.connect(addr)?;
+        let clock = Clock::new();
+        let mut conn = UdtConnection::new(cfg, clock.now());
+        conn.connect(clock.now());
+        let mut s = UdtSocket::new(sock, addr, conn, clock, buffers);
+        let give_up = clock.now() + to_proto(timeout);
+        s.wait_connected(give_up, timeout)?;
+        Ok(s)
+    }
+
+    fn wait_connected(&mut self, give_up: Instant, timeout: StdDuration) -> Result<(), NetError> {
+        while !self.connected {
+            if self.failed {
+                return Err(NetError::ConnectFailed(self.peer));
+            }
+            if self.clock.now() >= give_up {
+                return Err(NetError::Timeout(timeout));
+            }
+            self.step(true)?;
+        }
+        Ok(())
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer
+    }
+    /// The kernel's send and receive buffers, bytes, as granted; below what a
+    /// burst needs (`net.core.wmem_max`/`rmem_max` too small) a fast sender's
+    /// datagrams may be dropped by the kernel, which UDT then repairs.
+    pub fn socket_buffers(&self) -> [usize; 2] {
+        self.buffers
+    }
+    /// Whether the kernel granted less than the buffers asked for, and so what to
+    /// raise.
+    pub fn buffer_warning(&self) -> Option<String> {
+        (self.buffers.iter().any(|&b| b < SOCKET_BUFFER)).then(|| {
+            format!(
+                "UDP socket buffers are {} / {} KiB (send / receive), below the {} KiB asked for: raise net.core.wmem_max and net.core.rmem_max",
+                self.buffers[0] >> 10,
+                self.buffers[1] >> 10,
+                SOCKET_BUFFER >> 10
+            )
+        })
+    }
+    /// The engine, for its statistics and state.
+    pub fn connection(&self) -> &UdtConnection {
+        &self.conn
+    }
+
+    /// Writes some of `data` (blocking until the send buffer has room) and says how
+    /// much.
+    pub fn write(&mut self, data: &[u8]) -> Result<usize, NetError> {
+        loop {
+            if self.broken {
+                return Err(NetError::Broken);
+            }
+            let n = self.conn.send(data).map_err(|_| NetError::NotConnected)?;
+            if n > 0 || data.is_empty() {
+                self.step(false)?;
+                return Ok(n);
+            }
+            self.step(true)?;
+        }
+    }
+
+    /// Writes all of `data`.
+    pub fn write_all(&mut self, mut data: &[u8]) -> Result<(), NetError> {
+        while !data.is_empty() {
+            let n = self.write(data)?;
+            data = &data[n..];
+        }
+        Ok(())
+    }
+
+    /// Reads into `buf`; 0 once the peer has shut down and everything is read.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, NetError> {
+        loop {
+            let n = self.conn.recv(buf);
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            if self.peer_shutdown || self.conn.state() == State::Closed {
+                return if self.broken {
+                    Err(NetError::Broken)
+                } else {
+                    Ok(0)
+                };
+            }
+            self.step(true)?;
+        }
+    }
+
+    /// Sends a shutdown once everything written is acknowledged, and waits for that
+    /// (at most `timeout`).
+    pub fn close(mut self, timeout: StdDuration) -> Result<(), NetError> {
+        self.conn.close();
+        let give_up = self.clock.now() + to_proto(timeout);
+        while self.conn.state() != State::Closed {
+            if self.broken {
+                return Err(NetError::Broken);
+            }
+            if self.clock.now() >= give_up {
+                return Err(NetError::Timeout(timeout));
+            }
+            self.step(true)?;
+        }
+        Ok(())
+    }
+
+    /// One round of the driver: send what is due, take what arrived, run the
+    /// timers; with `wait`, then wait for a datagram or the next deadline.
+    fn step(&mut self, wait: bool) -> Result<(), NetError> {
+        let now = self.clock.now();
+        while let Some(t) = self.conn.poll_transmit(now, &mut self.tx) {
+            loop {
+                match self.sock.send(&self.tx[..t.written]) {
+                    Ok(_) => break,
+                    // The kernel's buffer is full: wait for it rather than lose the
+                    // packet the engine already counts as sent.
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
+                    // The peer's port is closed (ICMP): UDT's timers decide.
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let mut got = self.drain()?;
+        self.conn.handle_timeout(self.clock.now());
+        self.events();
+        if !wait || got {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let until = self
+            .conn
+            .poll_timeout()
+            .map_or(StdDuration::from_millis(100), |t| {
+                StdDuration::from_nanos(t.saturating_duration_since(now).as_nanos() as u64)
+            });
+        if until > SPIN {
+            // Sleep in the kernel until a datagram comes or shortly before the deadline.
+            self.sock.set_nonblocking(false)?;
+            self.sock.set_read_timeout(Some(until - SPIN / 2))?;
+            let r = self.sock.recv(&mut self.rx);
+            self.sock.set_nonblocking(true)?;
+            match r {
+                Ok(n) => {
+                    self.conn.handle_datagram(self.clock.now(), &self.rx[..n]);
+                    got = true;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionRefused
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if got {
+                self.drain()?;
+            }
+        } else {
+            std::thread::yield_now();
+        }
+        self.conn.handle_timeout(self.clock.now());
+        self.events();
+        Ok(())
+    }
+
+    /// Hands every datagram already queued to the engine.
+    fn drain(&mut self) -> Result<bool, NetError> {
+        let mut any = false;
+        loop {
+            match self.sock.recv(&mut self.rx) {
+                Ok(n) => {
+                    self.conn.handle_datagram(self.clock.now(), &self.rx[..n]);
+                    any = true;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Ok(any),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    fn events(&mut self) {
+        while let Some(e) = self.conn.poll_event() {
+            match e {
+                Event::Connected => self.connected = true,
+                Event::ConnectFailed => self.failed = true,
+                Event::Broken => self.broken = true,
+                Event::PeerShutdown => self.peer_shutdown = true,
+                Event::Readable => {}
+            }
+        }
+    }
+}
+
+fn to_proto(d: StdDuration) -> longhaul_proto::Duration {
+    longhaul_proto::Duration::from_nanos(d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}

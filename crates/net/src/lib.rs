@@ -20,6 +20,7 @@
 
 pub mod bench;
 pub mod clock;
+pub mod transfer;
 mod udt;
 
 pub use udt::{NetError, UdtListener, UdtSocket, SPIN};

@@ -1,0 +1,135 @@
+//! Control-channel messages: one JSON object per line over TCP.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+
+use serde::{Deserialize, Serialize};
+
+use super::TransferError;
+
+/// The protocol version both sides must speak.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Longest control line accepted (a file list of many names is one line).
+const MAX_LINE: u64 = 256 << 20;
+
+/// A file offered: its name relative to the receiver's directory, and its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// `/`-separated relative name.
+    pub path: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+/// A control message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Msg {
+    /// Sender: the protocol version it speaks.
+    Hello {
+        /// [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// Receiver: a fresh nonce, hex.
+    Challenge {
+        /// 32 random bytes, hex.
+        nonce: String,
+    },
+    /// Sender: BLAKE3 keyed with the token's key over the nonce, hex.
+    Auth {
+        /// The MAC, hex.
+        mac: String,
+    },
+    /// Sender: what it wants to send and how.
+    Offer {
+        /// The files.
+        files: Vec<FileEntry>,
+        /// UDT channels to open.
+        channels: u16,
+        /// Largest block, bytes.
+        block_size: u32,
+    },
+    /// Receiver: the UDT ports to connect to, one per channel.
+    Accept {
+        /// Ports on the receiver's address.
+        ports: Vec<u16>,
+    },
+    /// Receiver: no, and why.
+    Reject {
+        /// Why, for the sender's user.
+        reason: String,
+    },
+    /// Sender: a file's digest (BLAKE3 over its blocks' BLAKE3 hashes in order),
+    /// once every block of it is on its way.
+    Digest {
+        /// Index in the offer.
+        file: u32,
+        /// The digest, hex.
+        digest: String,
+    },
+    /// Receiver: a file is complete (renamed into place) or failed.
+    FileDone {
+        /// Index in the offer.
+        file: u32,
+        /// Whether its digest matched.
+        ok: bool,
+    },
+    /// Receiver: every file is done.
+    Finished,
+}
+
+/// One side of the control channel.
+pub(crate) struct Control {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+}
+
+impl Control {
+    pub fn new(s: TcpStream) -> Result<Self, TransferError> {
+        let writer = s
+            .try_clone()
+            .map_err(TransferError::io("control channel"))?;
+        Ok(Control {
+            reader: BufReader::new(s),
+            writer,
+        })
+    }
+
+    pub fn send(&mut self, m: &Msg) -> Result<(), TransferError> {
+        let mut line = serde_json::to_vec(m).expect("messages serialise");
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .map_err(TransferError::io("control channel: write"))
+    }
+
+    pub fn recv(&mut self) -> Result<Msg, TransferError> {
+        let mut line = String::new();
+        let n = (&mut self.reader)
+            .take(MAX_LINE)
+            .read_line(&mut line)
+            .map_err(TransferError::io("control channel: read"))?;
+        if n == 0 {
+            return Err(TransferError::Protocol(
+                "the peer closed the control channel".into(),
+            ));
+        }
+        serde_json::from_str(line.trim_end())
+            .map_err(|e| TransferError::Protocol(format!("bad control message: {e}")))
+    }
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}

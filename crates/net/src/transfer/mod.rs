@@ -1,0 +1,143 @@
+//! `longhaul send` / `longhaul recv`, first version: files over parallel UDT
+//! channels, with a TCP control channel that authenticates the sender.
+//!
+//! ```text
+//!  sender                                   receiver (listens on TCP)
+//!   |-- Hello{version} ------------------------>|
+//!   |<------------------------ Challenge{nonce} |
+//!   |-- Auth{mac = BLAKE3_k(nonce)} ----------->|   k = BLAKE3(token): the token
+//!   |-- Offer{files, channels, block size} ---->|   never crosses the network
+//!   |<------------- Accept{UDT ports} / Reject  |
+//!   |== N UDT channels: [header][data][BLAKE3(data)] ... ==>|
+//!   |<------------------ FileDone{file, ok} ... |   a file is renamed into place
+//!   |<--------------------------------- Finished|   once every block checked out
+//! ```
+//!
+//! A file's digest is BLAKE3 over its blocks' BLAKE3 hashes in order, computed by
+//! both sides while the blocks pass (no second read). The receiver writes each
+//! block at its offset in a temporary file (`.NAME.longhaul-part`) and renames it
+//! when the file is complete and its digest matches.
+//!
+//! Not yet (issue 8): resume and its journal, TCP data channels, concurrency and
+//! pipelining as separate knobs (every channel takes the next block of any file),
+//! small-file packing, free-space checks, progress and JSON output, the memory cap.
+
+mod control;
+mod recv;
+mod send;
+
+pub use control::{FileEntry, Msg, PROTOCOL_VERSION};
+pub use recv::{receive, RecvOptions, RecvSummary};
+pub use send::{send, SendOptions, SendSummary};
+
+use std::path::{Component, Path, PathBuf};
+
+/// What can go wrong in a transfer.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    /// A socket or file failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A UDT channel failed.
+    #[error("data channel: {0}")]
+    Channel(#[from] crate::NetError),
+    /// The peer broke the protocol, or refused.
+    #[error("{0}")]
+    Protocol(String),
+    /// The sender's token did not authenticate.
+    #[error("authentication failed: the tokens differ")]
+    Auth,
+    /// A file name the receiver will not write.
+    #[error("refusing `{path}`: {why}")]
+    UnsafePath {
+        /// The name as offered.
+        path: String,
+        /// Why.
+        why: &'static str,
+    },
+    /// A block or file failed its check.
+    #[error("{0}")]
+    Integrity(String),
+}
+
+impl TransferError {
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransferError {
+        let what = what.into();
+        move |source| TransferError::Io { what, source }
+    }
+}
+
+/// The key both sides derive from the pre-shared token.
+pub(crate) fn key(token: &str) -> [u8; 32] {
+    *blake3::hash(token.as_bytes()).as_bytes()
+}
+
+/// A relative name offered by a sender, checked and joined under `root`: no
+/// absolute paths, no `..`, no empty or `.` parts, no component that is a symlink
+/// on the receiver's side (which could lead out of `root`).
+pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
+    let bad = |why| TransferError::UnsafePath {
+        path: name.to_string(),
+        why,
+    };
+    if name.is_empty() || name.contains('\0') || name.contains('\\') {
+        return Err(bad("empty, or contains NUL or a backslash"));
+    }
+    // On the string, not `Path::components`, which quietly drops inner `.`s.
+    if name.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(bad("has an empty, `.` or `..` component, or is absolute"));
+    }
+    let rel = Path::new(name);
+    let mut out = root.to_path_buf();
+    for c in rel.components() {
+        match c {
+            Component::Normal(p) => {
+                out.push(p);
+                if let Ok(m) = std::fs::symlink_metadata(&out) {
+                    if m.file_type().is_symlink() {
+                        return Err(bad("goes through a symbolic link"));
+                    }
+                }
+            }
+            Component::CurDir => return Err(bad("contains `.`")),
+            Component::ParentDir => return Err(bad("contains `..`")),
+            Component::RootDir | Component::Prefix(_) => return Err(bad("is absolute")),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_names_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a//b",
+            "./a",
+            "a/./b",
+            "a\\b",
+            "a\0b",
+            "a/",
+        ] {
+            assert!(safe_join(root.path(), bad).is_err(), "{bad:?}");
+        }
+        std::os::unix::fs::symlink("/tmp", root.path().join("link")).unwrap();
+        assert!(safe_join(root.path(), "link/x").is_err());
+        assert_eq!(
+            safe_join(root.path(), "a/b.dat").unwrap(),
+            root.path().join("a/b.dat")
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! The receiving side.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
+use longhaul_proto::udt::UdtConnConfig;
+use longhaul_wire::block::BlockPacket;
+
+use super::control::{hex, unhex, Control, Msg, PROTOCOL_VERSION};
+use super::{key, safe_join, TransferError};
+use crate::{UdtListener, UdtSocket};
+
+/// How to receive.
+#[derive(Debug, Clone)]
+pub struct RecvOptions {
+    /// Where files go; nothing is written outside it.
+    pub dir: PathBuf,
+    /// The control address to listen on.
+    pub listen: SocketAddr,
+    /// The pre-shared token.
+    pub token: String,
+    /// Whether an existing file may be replaced.
+    pub overwrite: bool,
+    /// UDT parameters (socket IDs are set per channel).
+    pub udt: UdtConnConfig,
+    /// How long to wait for the sender at each step.
+    pub timeout: Duration,
+}
+
+/// What a receive did.
+#[derive(Debug, Clone)]
+pub struct RecvSummary {
+    /// The sender's address.
+    pub peer: SocketAddr,
+    /// Files written and verified.
+    pub files: usize,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// Most channels and the largest block a sender may ask for.
+const MAX_CHANNELS: u16 = 256;
+const MAX_BLOCK: u32 = 256 << 20;
+
+/// One file being received.
+struct Incoming {
+    path: PathBuf,
+    part: PathBuf,
+    file: File,
+    size: u64,
+    received: u64,
+    /// Block hashes by offset.
+    hashes: BTreeMap<u64, [u8; 32]>,
+    /// Blocks whose data did not match their hash.
+    corrupt: u64,
+}
+
+fn random_nonce() -> Result<[u8; 32], TransferError> {
+    let mut n = [0u8; 32];
+    File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut n))
+        .map_err(TransferError::io("reading /dev/urandom"))?;
+    Ok(n)
+}
+
+/// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended before the
+/// first byte.
+fn read_exact(s: &mut UdtSocket, buf: &mut [u8]) -> Result<bool, TransferError> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = s.read(&mut buf[got..])?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(false);
+            }
+            return Err(TransferError::Protocol(
+                "a data channel ended inside a block".into(),
+            ));
+        }
+        got += n;
+    }
+    Ok(true)
+}
+
+/// Serves one session: authenticates a sender, takes its files into `opts.dir`.
+/// `listening` is told the bound address (port 0 picks one).
+pub fn receive(
+    opts: &RecvOptions,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<RecvSummary, TransferError> {
+    let listener = TcpListener::bind(opts.listen)
+        .map_err(TransferError::io(format!("listening on {}", opts.listen)))?;
+    listening(
+        listener
+            .local_addr()
+            .map_err(TransferError::io("listening"))?,
+    );
+    let (tcp, peer) = listener.accept().map_err(TransferError::io("accepting"))?;
+    tcp.set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
+        .map_err(TransferError::io("control channel"))?;
+    let mut ctl = Control::new(tcp)?;
+    match ctl.recv()? {
+        Msg::Hello { version } if version == PROTOCOL_VERSION => {}
+        Msg::Hello { version } => {
+            let reason =
+                format!("protocol version {version}; this receiver speaks {PROTOCOL_VERSION}");
+            ctl.send(&Msg::Reject {
+                reason: reason.clone(),
+            })?;
+            return Err(TransferError::Protocol(reason));
+        }
+        m => {
+            return Err(TransferError::Protocol(format!(
+                "expected hello, got {m:?}"
+            )))
+        }
+    }
+    let nonce = random_nonce()?;
+    ctl.send(&Msg::Challenge { nonce: hex(&nonce) })?;
+    let mac = match ctl.recv()? {
+        Msg::Auth { mac } => unhex(&mac).and_then(|m| <[u8; 32]>::try_from(m).ok()),
+        m => return Err(TransferError::Protocol(format!("expected auth, got {m:?}"))),
+    };
+    let expected = blake3::keyed_hash(&key(&opts.token), &nonce);
+    // blake3::Hash compares in constant time.
+    if mac.map(blake3::Hash::from) != Some(expected) {
+        ctl.send(&Msg::Reject {
+            reason: "authentication failed".into(),
+        })?;
+        return Err(TransferError::Auth);
+    }
+    let (files, channels, block_size) = match ctl.recv()? {
+        Msg::Offer {
+            files,
+            channels,
+            block_size,
+        } => (files, channels, block_size),
+        m => {
+            return Err(TransferError::Protocol(format!(
+                "expected an offer, got {m:?}"
+            )))
+        }
+    };
+    let refuse = |ctl: &mut Control, e: TransferError| -> TransferError {
+        let _ = ctl.send(&Msg::Reject {
+            reason: e.to_string(),
+        });
+        e
+    };
+    if !(1..=MAX_CHANNELS).contains(&channels) || !(1..=MAX_BLOCK).contains(&block_size) {
+        let e = TransferError::Protocol(format!(
+            "asked for {channels} channels and {block_size}-byte blocks; at most {MAX_CHANNELS} and {MAX_BLOCK}"
+        ));
+        return Err(refuse(&mut ctl, e));
+    }
+    // Check every name before anything is written.
+    let mut targets = vec![];
+    for f in &files {
+        let path = match safe_join(&opts.dir, &f.path) {
+            Ok(p) => p,
+            Err(e) => return Err(refuse(&mut ctl, e)),
+        };
+        if !opts.overwrite && std::fs::symlink_metadata(&path).is_ok() {
+            let e =
+                TransferError::Protocol(format!("`{}` exists (allow with --overwrite)", f.path));
+            return Err(refuse(&mut ctl, e));
+        }
+        if targets.iter().any(|(p, _)| *p == path) {
+            let e = TransferError::Protocol(format!("`{}` is offered twice", f.path));
+            return Err(refuse(&mut ctl, e));
+        }
+        targets.push((path, f.size));
+    }
+    let mut incoming = vec![];
+    for (path, size) in targets {
+        let parent = path
+            .parent()
+            .expect("joined under the directory")
+            .to_path_buf();
+        std::fs::create_dir_all(&parent)
+            .map_err(TransferError::io(parent.display().to_string()))?;
+        let name = path.file_name().expect("a file name").to_string_lossy();
+        let part = parent.join(format!(".{name}.longhaul-part"));
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&part)
+            .map_err(TransferError::io(part.display().to_string()))?;
+        file.set_len(size)
+            .map_err(TransferError::io(part.display().to_string()))?;
+        incoming.push(Incoming {
+            path,
+            part,
+            file,
+            size,
+            received: 0,
+            hashes: BTreeMap::new(),
+            corrupt: 0,
+        });
+    }
+    let incoming = Arc::new(Mutex::new(incoming));
+    let mut listeners = vec![];
+    for _ in 0..channels {
+        listeners.push(
+            UdtListener::bind(SocketAddr::new(opts.listen.ip(), 0))
+                .map_err(TransferError::io("binding a data channel"))?,
+        );
+    }
+    let ports = listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TransferError::io("binding a data channel"))?;
+    ctl.send(&Msg::Accept { ports })?;
+    let mut threads = vec![];
+    for (c, l) in listeners.into_iter().enumerate() {
+        let cfg = UdtConnConfig {
+            socket_id: 1000 + c as u32,
+            ..opts.udt
+        };
+        let (incoming, timeout) = (incoming.clone(), opts.timeout);
+        threads.push(thread::spawn(move || -> Result<(), TransferError> {
+            let mut s = l.accept(cfg, timeout)?;
+            let mut hdr = [0u8; HEADER_LEN];
+            let mut buf = vec![0u8; block_size as usize + 32];
+            while read_exact(&mut s, &mut hdr)? {
+                let b = BlockRepr::parse(&BlockPacket::new_unchecked(&hdr[..]))
+                    .map_err(|_| TransferError::Protocol("a malformed block header".into()))?;
+                if b.len > block_size {
+                    return Err(TransferError::Protocol(format!(
+                        "a block of {} bytes; the session's are {block_size}",
+                        b.len
+                    )));
+                }
+                let n = b.len as usize;
+                if !read_exact(&mut s, &mut buf[..n + 32])? {
+                    return Err(TransferError::Protocol(
+                        "a data channel ended inside a block".into(),
+                    ));
+                }
+                let (data, trailer) = buf[..n + 32].split_at(n);
+                let ok = blake3::hash(data).as_bytes() == trailer;
+                let mut all = incoming.lock().expect("no panics hold it");
+                let f = all
+                    .get_mut(b.file as usize)
+                    .filter(|f| b.end() <= f.size)
+                    .ok_or_else(|| {
+                        TransferError::Protocol(format!("block {b:?} is outside the offered files"))
+                    })?;
+                if f.hashes
+                    .insert(b.offset, trailer.try_into().expect("32 bytes"))
+                    .is_some()
+                {
+                    return Err(TransferError::Protocol(format!(
+                        "block {b:?} arrived twice"
+                    )));
+                }
+                if ok {
+                    f.file
+                        .write_all_at(data, b.offset)
+                        .map_err(TransferError::io(f.part.display().to_string()))?;
+                    f.received += u64::from(b.len);
+                } else {
+                    f.corrupt += 1;
+                }
+            }
+            Ok(())
+        }));
+    }
+    // The digests come once the sender has handed every block to its channels.
+    let mut digests: Vec<Option<[u8; 32]>> = vec![None; files.len()];
+    while digests.iter().any(Option::is_none) {
+        match ctl.recv()? {
+            Msg::Digest { file, digest } => {
+                let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
+                match (digests.get_mut(file as usize), d) {
+                    (Some(slot), Some(d)) => *slot = Some(d),
+                    _ => {
+                        return Err(TransferError::Protocol(format!(
+                            "a bad digest for file {file}"
+                        )))
+                    }
+                }
+            }
+            m => {
+                return Err(TransferError::Protocol(format!(
+                    "expected digests, got {m:?}"
+                )))
+            }
+        }
+    }
+    let mut failure = None;
+    for t in threads {
+        if let Err(e) = t.join().expect("channel thread") {
+            failure = failure.or(Some(e));
+        }
+    }
+    let all = std::mem::take(&mut *incoming.lock().expect("no panics hold it"));
+    let (mut ok_files, mut bytes) = (0, 0);
+    for (i, f) in all.into_iter().enumerate() {
+        let mut d = blake3::Hasher::new();
+        for h in f.hashes.values() {
+            d.update(h);
+        }
+        let good = failure.is_none()
+            && f.corrupt == 0
+            && f.received == f.size
+            && Some(*d.finalize().as_bytes()) == digests[i];
+        if good {
+            f.file
+                .sync_all()
+                .map_err(TransferError::io(f.part.display().to_string()))?;
+            std::fs::rename(&f.part, &f.path)
+                .map_err(TransferError::io(f.path.display().to_string()))?;
+            ok_files += 1;
+            bytes += f.size;
+        } else {
+            let _ = std::fs::remove_file(&f.part);
+        }
+        ctl.send(&Msg::FileDone {
+            file: i as u32,
+            ok: good,
+        })?;
+    }
+    ctl.send(&Msg::Finished)?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if ok_files < files.len() {
+        return Err(TransferError::Integrity(format!(
+            "{} of {} files failed their checks",
+            files.len() - ok_files,
+            files.len()
+        )));
+    }
+    Ok(RecvSummary {
+        peer,
+        files: ok_files,
+        bytes,
+    })
+}

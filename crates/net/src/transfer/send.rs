@@ -1,0 +1,285 @@
+//! The sending side.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use longhaul_proto::transfer::{BlockRepr, FileBlocks, HEADER_LEN};
+use longhaul_proto::udt::UdtConnConfig;
+
+use super::control::{hex, unhex, Control, FileEntry, Msg, PROTOCOL_VERSION};
+use super::{key, TransferError};
+use crate::UdtSocket;
+
+/// How to send.
+#[derive(Debug, Clone)]
+pub struct SendOptions {
+    /// Files and directories (sent recursively, under their own names).
+    pub paths: Vec<PathBuf>,
+    /// The receiver's control address.
+    pub dest: SocketAddr,
+    /// The pre-shared token.
+    pub token: String,
+    /// UDT channels.
+    pub channels: u16,
+    /// Block size, bytes.
+    pub block_size: u32,
+    /// UDT parameters (socket IDs are set per channel).
+    pub udt: UdtConnConfig,
+    /// How long to wait for the receiver at each step.
+    pub timeout: Duration,
+}
+
+/// What a send did.
+#[derive(Debug, Clone)]
+pub struct SendSummary {
+    /// Files sent and confirmed.
+    pub files: usize,
+    /// Bytes of file data sent.
+    pub bytes: u64,
+    /// Blocks sent.
+    pub blocks: u64,
+}
+
+/// The files under `paths`: (source, name at the receiver, size), sorted by name.
+pub fn list_files(paths: &[PathBuf]) -> Result<Vec<(PathBuf, String, u64)>, TransferError> {
+    fn walk(
+        p: &Path,
+        name: String,
+        out: &mut Vec<(PathBuf, String, u64)>,
+    ) -> Result<(), TransferError> {
+        let m = std::fs::symlink_metadata(p).map_err(TransferError::io(p.display().to_string()))?;
+        if m.is_dir() {
+            for e in std::fs::read_dir(p).map_err(TransferError::io(p.display().to_string()))? {
+                let e = e.map_err(TransferError::io(p.display().to_string()))?;
+                let child = e.file_name().to_string_lossy().into_owned();
+                walk(&e.path(), format!("{name}/{child}"), out)?;
+            }
+        } else if m.is_file() {
+            out.push((p.to_path_buf(), name, m.len()));
+        }
+        // Symbolic links and special files are not sent.
+        Ok(())
+    }
+    let mut out = vec![];
+    for p in paths {
+        let name = p
+            .canonicalize()
+            .ok()
+            .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .ok_or_else(|| {
+                TransferError::Protocol(format!("{}: no such file or directory", p.display()))
+            })?;
+        walk(p, name, &mut out)?;
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    if let Some(w) = out.windows(2).find(|w| w[0].1 == w[1].1) {
+        return Err(TransferError::Protocol(format!(
+            "two sources would both be `{}`",
+            w[0].1
+        )));
+    }
+    Ok(out)
+}
+
+/// The blocks to send, and each file's block hashes as they are computed.
+struct Work {
+    file: usize,
+    blocks: Option<FileBlocks>,
+    sizes: Vec<u64>,
+    block_size: u32,
+}
+
+impl Work {
+    fn next(&mut self) -> Option<BlockRepr> {
+        loop {
+            if let Some(b) = self.blocks.as_mut().and_then(Iterator::next) {
+                return Some(b);
+            }
+            if self.file >= self.sizes.len() {
+                return None;
+            }
+            self.blocks = Some(FileBlocks::new(
+                self.file as u32,
+                self.sizes[self.file],
+                self.block_size,
+            ));
+            self.file += 1;
+        }
+    }
+}
+
+/// Sends the files under `opts.paths` to a `longhaul recv` at `opts.dest`.
+pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
+    let files = list_files(&opts.paths)?;
+    let tcp = TcpStream::connect_timeout(&opts.dest, opts.timeout)
+        .map_err(TransferError::io(format!("connecting to {}", opts.dest)))?;
+    tcp.set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
+        .map_err(TransferError::io("control channel"))?;
+    let mut ctl = Control::new(tcp)?;
+    ctl.send(&Msg::Hello {
+        version: PROTOCOL_VERSION,
+    })?;
+    let nonce = match ctl.recv()? {
+        Msg::Challenge { nonce } => {
+            unhex(&nonce).ok_or_else(|| TransferError::Protocol("bad nonce".into()))?
+        }
+        Msg::Reject { reason } => {
+            return Err(TransferError::Protocol(format!(
+                "the receiver refused: {reason}"
+            )))
+        }
+        m => {
+            return Err(TransferError::Protocol(format!(
+                "expected a challenge, got {m:?}"
+            )))
+        }
+    };
+    let mac = blake3::keyed_hash(&key(&opts.token), &nonce);
+    ctl.send(&Msg::Auth {
+        mac: hex(mac.as_bytes()),
+    })?;
+    ctl.send(&Msg::Offer {
+        files: files
+            .iter()
+            .map(|(_, path, size)| FileEntry {
+                path: path.clone(),
+                size: *size,
+            })
+            .collect(),
+        channels: opts.channels,
+        block_size: opts.block_size,
+    })?;
+    let ports = match ctl.recv()? {
+        Msg::Accept { ports } if ports.len() == usize::from(opts.channels) => ports,
+        Msg::Reject { reason } => {
+            return Err(TransferError::Protocol(format!(
+                "the receiver refused: {reason}"
+            )))
+        }
+        m => {
+            return Err(TransferError::Protocol(format!(
+                "expected the channels' ports, got {m:?}"
+            )))
+        }
+    };
+    let sizes: Vec<u64> = files.iter().map(|f| f.2).collect();
+    let work = Arc::new(Mutex::new(Work {
+        file: 0,
+        blocks: None,
+        sizes: sizes.clone(),
+        block_size: opts.block_size,
+    }));
+    // Block hashes per file, by block number: the file digest hashes them in order.
+    let hashes: Arc<Mutex<Vec<Vec<[u8; 32]>>>> = Arc::new(Mutex::new(
+        sizes
+            .iter()
+            .map(|&s| vec![[0u8; 32]; s.div_ceil(u64::from(opts.block_size)) as usize])
+            .collect(),
+    ));
+    let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.0.clone()).collect());
+    let mut threads = vec![];
+    for (c, port) in ports.into_iter().enumerate() {
+        let addr = SocketAddr::new(opts.dest.ip(), port);
+        let cfg = UdtConnConfig {
+            socket_id: 1 + c as u32,
+            isn: (c as u32).wrapping_mul(104_729) & 0x3fff_ffff,
+            ..opts.udt
+        };
+        let (work, hashes, sources) = (work.clone(), hashes.clone(), sources.clone());
+        let (timeout, block_size) = (opts.timeout, opts.block_size);
+        threads.push(thread::spawn(
+            move || -> Result<(u64, u64), TransferError> {
+                let mut s = UdtSocket::connect(addr, cfg, timeout)?;
+                let mut open: HashMap<u32, File> = HashMap::new();
+                let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
+                let (mut bytes, mut blocks) = (0, 0);
+                loop {
+                    let Some(b) = work.lock().expect("no panics hold it").next() else {
+                        break;
+                    };
+                    let f = match open.entry(b.file) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            let p = &sources[b.file as usize];
+                            e.insert(
+                                File::open(p)
+                                    .map_err(TransferError::io(p.display().to_string()))?,
+                            )
+                        }
+                    };
+                    let n = b.len as usize;
+                    b.emit(&mut buf[..HEADER_LEN]);
+                    let data = &mut buf[HEADER_LEN..HEADER_LEN + n];
+                    f.read_exact_at(data, b.offset)
+                        .map_err(TransferError::io(format!(
+                            "{}: reading (did it shrink?)",
+                            sources[b.file as usize].display()
+                        )))?;
+                    let h = *blake3::hash(data).as_bytes();
+                    buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
+                    hashes.lock().expect("no panics hold it")[b.file as usize]
+                        [(b.offset / u64::from(block_size)) as usize] = h;
+                    s.write_all(&buf[..HEADER_LEN + n + 32])?;
+                    bytes += u64::from(b.len);
+                    blocks += 1;
+                }
+                s.close(timeout.max(Duration::from_secs(60)))?;
+                Ok((bytes, blocks))
+            },
+        ));
+    }
+    let (mut bytes, mut blocks) = (0, 0);
+    let mut failure = None;
+    for t in threads {
+        match t.join().expect("channel thread") {
+            Ok((b, n)) => {
+                bytes += b;
+                blocks += n;
+            }
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let hashes = hashes.lock().expect("no panics hold it");
+    for (i, hs) in hashes.iter().enumerate() {
+        let mut d = blake3::Hasher::new();
+        for h in hs {
+            d.update(h);
+        }
+        ctl.send(&Msg::Digest {
+            file: i as u32,
+            digest: hex(d.finalize().as_bytes()),
+        })?;
+    }
+    let mut bad = vec![];
+    loop {
+        match ctl.recv()? {
+            Msg::FileDone { file, ok } => {
+                if !ok {
+                    bad.push(files.get(file as usize).map_or("?".into(), |f| f.1.clone()));
+                }
+            }
+            Msg::Finished => break,
+            m => return Err(TransferError::Protocol(format!("unexpected {m:?}"))),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(TransferError::Integrity(format!(
+            "the receiver could not verify: {}",
+            bad.join(", ")
+        )));
+    }
+    Ok(SendSummary {
+        files: files.len(),
+        bytes,
+        blocks,
+    })
+}

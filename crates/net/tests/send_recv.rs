@@ -1,0 +1,203 @@
+//! `send`/`receive` over loopback: files and trees arrive byte-exact over 1 and 4
+//! UDT channels; a wrong token, an unsafe name or an existing file is refused with
+//! nothing written.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use longhaul_net::transfer::{receive, send, Msg, RecvOptions, SendOptions, TransferError};
+use longhaul_proto::udt::UdtConnConfig;
+
+const T: Duration = Duration::from_secs(30);
+
+fn write(p: &Path, len: usize, seed: u8) {
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let data: Vec<u8> = (0..len)
+        .map(|i| ((i as u64).wrapping_mul(0x9e37_79b9) >> 7) as u8 ^ seed)
+        .collect();
+    std::fs::write(p, data).unwrap();
+}
+
+fn recv_opts(dir: &Path, token: &str) -> RecvOptions {
+    RecvOptions {
+        dir: dir.to_path_buf(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: token.into(),
+        overwrite: false,
+        udt: UdtConnConfig::default(),
+        timeout: T,
+    }
+}
+
+/// Starts a receiver; returns its address and its outcome.
+fn receiver(
+    opts: RecvOptions,
+) -> (
+    SocketAddr,
+    thread::JoinHandle<Result<longhaul_net::transfer::RecvSummary, TransferError>>,
+) {
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || receive(&opts, |a| tx.send(a).unwrap()));
+    (rx.recv_timeout(T).unwrap(), h)
+}
+
+fn send_opts(
+    paths: Vec<std::path::PathBuf>,
+    dest: SocketAddr,
+    token: &str,
+    channels: u16,
+) -> SendOptions {
+    SendOptions {
+        paths,
+        dest,
+        token: token.into(),
+        channels,
+        block_size: 256 << 10,
+        udt: UdtConnConfig::default(),
+        timeout: T,
+    }
+}
+
+fn same_tree(a: &Path, b: &Path) {
+    let mut n = 0;
+    for e in std::fs::read_dir(a).unwrap() {
+        let e = e.unwrap();
+        let other = b.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            same_tree(&e.path(), &other);
+        } else {
+            assert!(
+                std::fs::read(e.path()).unwrap() == std::fs::read(&other).unwrap(),
+                "{}",
+                other.display()
+            );
+            n += 1;
+        }
+    }
+    let theirs = std::fs::read_dir(b)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_file())
+        .count();
+    assert_eq!(
+        n,
+        theirs,
+        "no stray files (temporary parts) in {}",
+        b.display()
+    );
+}
+
+#[test]
+fn files_and_a_tree_arrive_byte_exact_over_1_and_4_channels() {
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("tree");
+    write(&tree.join("empty"), 0, 1);
+    write(&tree.join("one"), 1, 2);
+    write(&tree.join("odd.bin"), 1_234_567, 3);
+    write(&tree.join("big.bin"), 6_000_001, 4);
+    for i in 0..150 {
+        write(
+            &tree.join(format!("small/{}/f{i}", i % 7)),
+            (i * 37) % 3000,
+            i as u8,
+        );
+    }
+    let single = src.path().join("single.dat");
+    write(&single, 2_000_000, 9);
+    for channels in [1, 4] {
+        let dst = tempfile::tempdir().unwrap();
+        let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
+        let sent = send(&send_opts(
+            vec![tree.clone(), single.clone()],
+            addr,
+            "s3cret",
+            channels,
+        ))
+        .expect("send");
+        let got = h.join().unwrap().expect("receive");
+        assert_eq!(sent.files, 155);
+        assert_eq!(got.files, 155);
+        assert_eq!(got.bytes, sent.bytes);
+        same_tree(&tree, &dst.path().join("tree"));
+        assert!(
+            std::fs::read(&single).unwrap()
+                == std::fs::read(dst.path().join("single.dat")).unwrap()
+        );
+    }
+}
+
+#[test]
+fn a_wrong_token_is_refused_and_nothing_is_written() {
+    let src = tempfile::tempdir().unwrap();
+    let f = src.path().join("x.dat");
+    write(&f, 10_000, 1);
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "right"));
+    let e = send(&send_opts(vec![f], addr, "wrong", 2)).unwrap_err();
+    assert!(e.to_string().contains("authentication"), "{e}");
+    assert!(matches!(h.join().unwrap(), Err(TransferError::Auth)));
+    assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
+}
+
+/// A hand-written sender: authenticates, then offers `name`.
+fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
+    let s = TcpStream::connect(addr).unwrap();
+    let mut r = BufReader::new(s.try_clone().unwrap());
+    let mut w = s;
+    let mut line = String::new();
+    let mut send = |m: &Msg| {
+        let mut l = serde_json::to_vec(m).unwrap();
+        l.push(b'\n');
+        w.write_all(&l).unwrap();
+    };
+    send(&Msg::Hello { version: 1 });
+    r.read_line(&mut line).unwrap();
+    let Msg::Challenge { nonce } = serde_json::from_str(line.trim()).unwrap() else {
+        panic!("{line}")
+    };
+    let nonce: Vec<u8> = (0..nonce.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&nonce[i..i + 2], 16).unwrap())
+        .collect();
+    let mac = blake3::keyed_hash(blake3::hash(token.as_bytes()).as_bytes(), &nonce);
+    send(&Msg::Auth {
+        mac: mac.to_hex().to_string(),
+    });
+    let files = vec![longhaul_net::transfer::FileEntry {
+        path: name.into(),
+        size: 10,
+    }];
+    send(&Msg::Offer {
+        files,
+        channels: 1,
+        block_size: 1 << 20,
+    });
+    line.clear();
+    r.read_line(&mut line).unwrap();
+    serde_json::from_str(line.trim()).unwrap()
+}
+
+#[test]
+fn unsafe_names_and_existing_files_are_refused_with_nothing_written() {
+    for name in ["../escape", "/etc/passwd", "a/../../b", "sub/../x"] {
+        let dst = tempfile::tempdir().unwrap();
+        let (addr, h) = receiver(recv_opts(dst.path(), "t"));
+        let reply = offer(addr, "t", name);
+        assert!(matches!(reply, Msg::Reject { .. }), "{name}: {reply:?}");
+        assert!(h.join().unwrap().is_err());
+        assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0, "{name}");
+    }
+    let dst = tempfile::tempdir().unwrap();
+    std::fs::write(dst.path().join("there"), b"keep me").unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "t"));
+    let reply = offer(addr, "t", "there");
+    assert!(
+        matches!(&reply, Msg::Reject { reason } if reason.contains("--overwrite")),
+        "{reply:?}"
+    );
+    assert!(h.join().unwrap().is_err());
+    assert_eq!(std::fs::read(dst.path().join("there")).unwrap(), b"keep me");
+}

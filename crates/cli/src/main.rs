@@ -7,6 +7,7 @@
 mod bench;
 mod net;
 mod sim;
+mod transfer;
 
 use std::process::ExitCode;
 
@@ -26,6 +27,10 @@ enum Command {
     Sim(sim::SimArgs),
     /// Benchmarks of the real I/O path (`sim bench` measures the simulator).
     Bench(net::BenchArgs),
+    /// Send files and directories to a `longhaul recv` over parallel UDT channels.
+    Send(transfer::SendArgs),
+    /// Receive files from a `longhaul send` into a directory (one session).
+    Recv(transfer::RecvArgs),
 }
 
 /// A failure, and whether it was the user's input.
@@ -58,6 +63,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sim(args) => sim::run(args),
         Command::Bench(args) => net::run(args),
+        Command::Send(args) => transfer::send_cmd(args),
+        Command::Recv(args) => transfer::recv(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -479,3 +479,111 @@ pcap = ["link0", "link0.rev"]
     }
     assert!(fwd.contains("1468") && fwd.contains("24"), "{fwd}");
 }
+
+/// `longhaul recv` and `longhaul send` on loopback: a tree arrives byte-exact and
+/// both exit 0 (with `--json` summaries); a wrong token fails both (exit 1) with
+/// nothing written; a missing source or token is bad input (exit 2).
+#[test]
+fn send_and_recv_over_loopback() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    let big: Vec<u8> = (0..3_000_017u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8)
+        .collect();
+    std::fs::write(src.join("big.bin"), &big).unwrap();
+    std::fs::write(src.join("sub/small.txt"), b"hello").unwrap();
+    std::fs::write(dir.path().join("tok"), "right\n").unwrap();
+    std::fs::write(dir.path().join("bad"), "wrong\n").unwrap();
+    let serve = |out: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args([
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                "tok",
+                "--json",
+                out,
+            ])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        // Kept open: a receiver writing its error to a closed pipe would die of it.
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect(&line)
+            .to_string();
+        let drain = std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+            rest
+        });
+        (child, addr, drain)
+    };
+    let (recv, addr, _) = serve("dst");
+    let o = longhaul(
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--channels",
+            "3",
+            "--block-size",
+            "64KiB",
+            "--json",
+            "src",
+            &addr,
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["files"], 2);
+    assert_eq!(summary["bytes"], 3_000_022);
+    let r = recv.wait_with_output().unwrap();
+    assert!(r.status.success());
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&r.stdout).unwrap()["files"],
+        2
+    );
+    assert!(std::fs::read(dir.path().join("dst/src/big.bin")).unwrap() == big);
+    assert_eq!(
+        std::fs::read(dir.path().join("dst/src/sub/small.txt")).unwrap(),
+        b"hello"
+    );
+
+    let (recv, addr, err) = serve("dst2");
+    let o = longhaul(&["send", "--token-file", "bad", "src", &addr], dir.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("authentication"), "{}", stderr(&o));
+    assert_eq!(recv.wait_with_output().unwrap().status.code(), Some(1));
+    let err = err.join().unwrap();
+    assert!(err.contains("authentication failed"), "{err}");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("dst2")).unwrap().count(),
+        0
+    );
+
+    let o = longhaul(
+        &["send", "--token-file", "tok", "nope", "127.0.0.1:9"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args(["send", "src", "127.0.0.1:9"])
+        .current_dir(dir.path())
+        .env_remove("LONGHAUL_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("token"), "{}", stderr(&o));
+}

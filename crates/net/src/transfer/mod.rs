@@ -89,7 +89,10 @@ pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
         return Err(bad("empty, or contains NUL or a backslash"));
     }
     // On the string, not `Path::components`, which quietly drops inner `.`s.
-    if name.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    if name
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
         return Err(bad("has an empty, `.` or `..` component, or is absolute"));
     }
     let rel = Path::new(name);

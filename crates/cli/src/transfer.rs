@@ -1,0 +1,181 @@
+//! `longhaul send` and `longhaul recv`: files over parallel UDT channels.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions};
+use longhaul_proto::udt::UdtConnConfig;
+
+use crate::Failure;
+
+/// The control port when none is given.
+const DEFAULT_PORT: u16 = 7070;
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    /// The pre-shared token (visible to other users in the process list: prefer
+    /// --token-file or LONGHAUL_TOKEN).
+    #[arg(long, conflicts_with = "token_file")]
+    token: Option<String>,
+    /// A file whose first line is the token.
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    fn token(&self) -> Result<String, Failure> {
+        let t = match (&self.token, &self.token_file) {
+            (Some(t), _) => t.clone(),
+            (None, Some(f)) => std::fs::read_to_string(f)
+                .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", f.display())))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+            (None, None) => std::env::var("LONGHAUL_TOKEN").unwrap_or_default(),
+        };
+        if t.is_empty() {
+            return Err(Failure::input(anyhow::anyhow!(
+                "no token: give --token-file FILE (or LONGHAUL_TOKEN); transfers are never unauthenticated"
+            )));
+        }
+        Ok(t)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RecvArgs {
+    /// Directory the files go into (created if missing); nothing is written outside it.
+    dir: PathBuf,
+    /// Control address to listen on.
+    #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
+    listen: SocketAddr,
+    /// Replace files that exist.
+    #[arg(long)]
+    overwrite: bool,
+    #[command(flatten)]
+    token: TokenArgs,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// Files and directories (sent recursively), then HOST[:PORT] of a `longhaul recv`.
+    #[arg(required = true, num_args = 2..)]
+    args: Vec<String>,
+    /// UDT channels.
+    #[arg(long, default_value_t = 4)]
+    channels: u16,
+    /// Block size (each block is checked with BLAKE3 on arrival).
+    #[arg(long, default_value = "4MiB")]
+    block_size: String,
+    /// UDT packet size, IP and UDP headers included.
+    #[arg(long, default_value_t = 1500)]
+    mss: u32,
+    #[command(flatten)]
+    token: TokenArgs,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn recv(a: RecvArgs) -> Result<(), Failure> {
+    let token = a.token.token()?;
+    std::fs::create_dir_all(&a.dir)
+        .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", a.dir.display())))?;
+    let opts = RecvOptions {
+        dir: a.dir.canonicalize()?,
+        listen: a.listen,
+        token,
+        overwrite: a.overwrite,
+        udt: UdtConnConfig::default(),
+        timeout: Duration::from_secs(30),
+    };
+    let s = receive(&opts, |addr| eprintln!("listening on {addr}"))?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "bytes": s.bytes})
+        );
+    } else {
+        println!(
+            "received {} files, {} bytes, from {}",
+            s.files, s.bytes, s.peer
+        );
+    }
+    Ok(())
+}
+
+#[allow(clippy::disallowed_methods)] // the wall time of a transfer, for its rate
+pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
+    let token = a.token.token()?;
+    let (dest, paths) = a.args.split_last().expect("clap requires two");
+    let with_port = if dest
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        dest.clone()
+    } else {
+        format!("{dest}:{DEFAULT_PORT}")
+    };
+    let dest = with_port
+        .to_socket_addrs()
+        .map_err(|e| Failure::input(anyhow::anyhow!("`{dest}`: {e}")))?
+        .next()
+        .ok_or_else(|| Failure::input(anyhow::anyhow!("`{dest}` resolves to no address")))?;
+    let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
+    for p in &paths {
+        if std::fs::symlink_metadata(p).is_err() {
+            return Err(Failure::input(anyhow::anyhow!(
+                "{}: no such file or directory",
+                p.display()
+            )));
+        }
+    }
+    let block_size = longhaul_sim::units::parse_size(&a.block_size)
+        .ok()
+        .filter(|b| (1..=256 << 20).contains(b))
+        .ok_or_else(|| {
+            Failure::input(anyhow::anyhow!(
+                "--block-size `{}`: give 1 B to 256 MiB, e.g. 4MiB",
+                a.block_size
+            ))
+        })? as u32;
+    if !(1..=256).contains(&a.channels) || !(76..=65_000).contains(&a.mss) {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--channels must be 1 to 256, --mss 76 to 65000"
+        )));
+    }
+    let opts = SendOptions {
+        paths,
+        dest,
+        token,
+        channels: a.channels,
+        block_size,
+        udt: UdtConnConfig {
+            mss: a.mss,
+            ..UdtConnConfig::default()
+        },
+        timeout: Duration::from_secs(30),
+    };
+    let start = std::time::Instant::now();
+    let s = send(&opts)?;
+    let secs = start.elapsed().as_secs_f64();
+    let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "seconds": secs, "bits_per_second": gbps * 1e9})
+        );
+    } else {
+        println!(
+            "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver",
+            s.files, s.bytes
+        );
+    }
+    Ok(())
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions};
-use longhaul_proto::udt::UdtConnConfig;
+use longhaul_proto::udt::{NakReport, UdtConnConfig};
 
 use crate::Failure;
 
@@ -92,8 +92,14 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         listen: a.listen,
         token,
         overwrite: a.overwrite,
-        udt: UdtConnConfig::default(),
+        // The draft's periodic NAK: UDT4 4.11's single NAK leaves each lost
+        // retransmission to the sender's EXP timer (seconds on a lossy path).
+        udt: UdtConnConfig {
+            nak_report: NakReport::Periodic,
+            ..UdtConnConfig::default()
+        },
         timeout: Duration::from_secs(30),
+        impair: None,
     };
     let s = receive(&opts, |addr| eprintln!("listening on {addr}"))?;
     if a.json {
@@ -161,6 +167,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             ..UdtConnConfig::default()
         },
         timeout: Duration::from_secs(30),
+        impair: None,
     };
     let start = std::time::Instant::now();
     let s = send(&opts)?;

@@ -37,9 +37,43 @@ pub enum NetError {
     NotConnected,
 }
 
+/// Faults the driver injects into the datagrams it sends, for tests: a seeded,
+/// in-process lossy, duplicating and reordering link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Impairment {
+    /// Probability that a datagram is dropped.
+    pub loss: f64,
+    /// Probability that a datagram is sent twice.
+    pub duplicate: f64,
+    /// Probability that a datagram is held back and sent after the next one.
+    pub reorder: f64,
+    /// Seed of the fault stream.
+    pub seed: u64,
+}
+
+/// The impairment's state: its random stream and a held-back datagram.
+#[derive(Debug)]
+struct Faults {
+    cfg: Impairment,
+    state: u64,
+    held: Option<Vec<u8>>,
+}
+
+impl Faults {
+    /// splitmix64: a small, well-mixed stream, enough for fault injection.
+    fn uniform(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+    }
+}
+
 /// A connected UDT socket.
 #[derive(Debug)]
 pub struct UdtSocket {
+    faults: Option<Faults>,
     sock: UdpSocket,
     peer: SocketAddr,
     conn: UdtConnection,
@@ -129,6 +163,7 @@ impl UdtSocket {
         buffers: [usize; 2],
     ) -> Self {
         UdtSocket {
+            faults: None,
             buffers,
             sock,
             peer,
@@ -200,6 +235,15 @@ impl UdtSocket {
             )
         })
     }
+    /// Injects faults into every datagram this side sends from now on.
+    pub fn impair(&mut self, cfg: Impairment) {
+        self.faults = Some(Faults {
+            state: cfg.seed,
+            cfg,
+            held: None,
+        });
+    }
+
     /// The engine, for its statistics and state.
     pub fn connection(&self) -> &UdtConnection {
         &self.conn
@@ -270,15 +314,24 @@ impl UdtSocket {
     fn step(&mut self, wait: bool) -> Result<(), NetError> {
         let now = self.clock.now();
         while let Some(t) = self.conn.poll_transmit(now, &mut self.tx) {
-            loop {
-                match self.sock.send(&self.tx[..t.written]) {
-                    Ok(_) => break,
-                    // The kernel's buffer is full: wait for it rather than lose the
-                    // packet the engine already counts as sent.
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
-                    // The peer's port is closed (ICMP): UDT's timers decide.
-                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
-                    Err(e) => return Err(e.into()),
+            let n = t.written;
+            match &mut self.faults {
+                None => send_one(&self.sock, &self.tx[..n])?,
+                Some(f) => {
+                    if f.uniform() < f.cfg.loss {
+                        continue;
+                    }
+                    if f.held.is_none() && f.uniform() < f.cfg.reorder {
+                        f.held = Some(self.tx[..n].to_vec());
+                        continue;
+                    }
+                    send_one(&self.sock, &self.tx[..n])?;
+                    if f.uniform() < f.cfg.duplicate {
+                        send_one(&self.sock, &self.tx[..n])?;
+                    }
+                    if let Some(h) = f.held.take() {
+                        send_one(&self.sock, &h)?;
+                    }
                 }
             }
         }
@@ -349,6 +402,21 @@ impl UdtSocket {
                 Event::PeerShutdown => self.peer_shutdown = true,
                 Event::Readable => {}
             }
+        }
+    }
+}
+
+/// Sends one datagram on the connected socket.
+fn send_one(sock: &UdpSocket, datagram: &[u8]) -> Result<(), NetError> {
+    loop {
+        match sock.send(datagram) {
+            Ok(_) => return Ok(()),
+            // The kernel's buffer is full: wait for it rather than lose the packet
+            // the engine already counts as sent.
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
+            // The peer's port is closed (ICMP): UDT's timers decide.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Ok(()),
+            Err(e) => return Err(e.into()),
         }
     }
 }

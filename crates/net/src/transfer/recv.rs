@@ -16,7 +16,7 @@ use longhaul_wire::block::BlockPacket;
 
 use super::control::{hex, unhex, Control, Msg, PROTOCOL_VERSION};
 use super::{key, safe_join, TransferError};
-use crate::{UdtListener, UdtSocket};
+use crate::{Impairment, UdtListener, UdtSocket};
 
 /// How to receive.
 #[derive(Debug, Clone)]
@@ -33,6 +33,8 @@ pub struct RecvOptions {
     pub udt: UdtConnConfig,
     /// How long to wait for the sender at each step.
     pub timeout: Duration,
+    /// Faults to inject into the data channels' datagrams (tests).
+    pub impair: Option<Impairment>,
 }
 
 /// What a receive did.
@@ -227,9 +229,15 @@ pub fn receive(
             socket_id: 1000 + c as u32,
             ..opts.udt
         };
-        let (incoming, timeout) = (incoming.clone(), opts.timeout);
+        let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
         threads.push(thread::spawn(move || -> Result<(), TransferError> {
             let mut s = l.accept(cfg, timeout)?;
+            if let Some(i) = impair {
+                s.impair(Impairment {
+                    seed: i.seed ^ ((c as u64) << 32),
+                    ..i
+                });
+            }
             let mut hdr = [0u8; HEADER_LEN];
             let mut buf = vec![0u8; block_size as usize + 32];
             while read_exact(&mut s, &mut hdr)? {

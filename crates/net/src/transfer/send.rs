@@ -14,7 +14,7 @@ use longhaul_proto::udt::UdtConnConfig;
 
 use super::control::{hex, unhex, Control, FileEntry, Msg, PROTOCOL_VERSION};
 use super::{key, TransferError};
-use crate::UdtSocket;
+use crate::{Impairment, UdtSocket};
 
 /// How to send.
 #[derive(Debug, Clone)]
@@ -33,6 +33,8 @@ pub struct SendOptions {
     pub udt: UdtConnConfig,
     /// How long to wait for the receiver at each step.
     pub timeout: Duration,
+    /// Faults to inject into the data channels' datagrams (tests).
+    pub impair: Option<Impairment>,
 }
 
 /// What a send did.
@@ -192,10 +194,16 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             ..opts.udt
         };
         let (work, hashes, sources) = (work.clone(), hashes.clone(), sources.clone());
-        let (timeout, block_size) = (opts.timeout, opts.block_size);
+        let (timeout, block_size, impair) = (opts.timeout, opts.block_size, opts.impair);
         threads.push(thread::spawn(
             move || -> Result<(u64, u64), TransferError> {
                 let mut s = UdtSocket::connect(addr, cfg, timeout)?;
+                if let Some(i) = impair {
+                    s.impair(Impairment {
+                        seed: i.seed ^ c as u64,
+                        ..i
+                    });
+                }
                 let mut open: HashMap<u32, File> = HashMap::new();
                 let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
                 let (mut bytes, mut blocks) = (0, 0);

@@ -47,6 +47,9 @@ pub struct Impairment {
     pub duplicate: f64,
     /// Probability that a datagram is held back and sent after the next one.
     pub reorder: f64,
+    /// Probability that a data packet has a payload byte flipped (corruption that
+    /// slipped past the link's and UDP's checks).
+    pub corrupt: f64,
     /// Seed of the fault stream.
     pub seed: u64,
 }
@@ -320,6 +323,11 @@ impl UdtSocket {
                 Some(f) => {
                     if f.uniform() < f.cfg.loss {
                         continue;
+                    }
+                    // A data packet (first bit 0) with a payload after its 16-byte header.
+                    if self.tx[0] & 0x80 == 0 && n > 16 && f.uniform() < f.cfg.corrupt {
+                        let at = 16 + (f.uniform() * (n - 16) as f64) as usize;
+                        self.tx[at.min(n - 1)] ^= 0x40;
                     }
                     if f.held.is_none() && f.uniform() < f.cfg.reorder {
                         f.held = Some(self.tx[..n].to_vec());

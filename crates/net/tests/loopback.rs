@@ -77,6 +77,7 @@ fn a_stream_survives_loss_duplication_and_reordering() {
         loss: 0.10,
         duplicate: 0.05,
         reorder: 0.10,
+        corrupt: 0.0,
         seed,
     };
     // The draft's periodic NAK (a receiver-side choice UDT4 senders understand):

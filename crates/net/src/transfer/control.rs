@@ -68,6 +68,22 @@ pub enum Msg {
         /// The digest, hex.
         digest: String,
     },
+    /// Receiver: these blocks (file, offset, length) failed their hash on arrival;
+    /// send them again, on the control channel.
+    Resend {
+        /// The blocks.
+        blocks: Vec<(u32, u64, u32)>,
+    },
+    /// Sender: a block sent again; `len` bytes of data and their 32-byte BLAKE3
+    /// follow the line.
+    Block {
+        /// File index.
+        file: u32,
+        /// Offset in the file.
+        offset: u64,
+        /// Bytes of data.
+        len: u32,
+    },
     /// Receiver: a file is complete (renamed into place) or failed.
     FileDone {
         /// Index in the offer.
@@ -102,6 +118,20 @@ impl Control {
         self.writer
             .write_all(&line)
             .map_err(TransferError::io("control channel: write"))
+    }
+
+    /// Raw bytes after a message (a resent block).
+    pub fn send_raw(&mut self, b: &[u8]) -> Result<(), TransferError> {
+        self.writer
+            .write_all(b)
+            .map_err(TransferError::io("control channel: write"))
+    }
+
+    /// Raw bytes after a message.
+    pub fn recv_raw(&mut self, b: &mut [u8]) -> Result<(), TransferError> {
+        self.reader
+            .read_exact(b)
+            .map_err(TransferError::io("control channel: read"))
     }
 
     pub fn recv(&mut self) -> Result<Msg, TransferError> {

@@ -16,11 +16,15 @@
 //! A file's digest is BLAKE3 over its blocks' BLAKE3 hashes in order, computed by
 //! both sides while the blocks pass (no second read). The receiver writes each
 //! block at its offset in a temporary file (`.NAME.longhaul-part`) and renames it
-//! when the file is complete and its digest matches.
+//! when the file is complete and its digest matches. A block that fails its hash on
+//! arrival is asked for again (`Resend`) once the channels are done, and comes back
+//! on the control channel (`Block` and its bytes), up to three rounds.
 //!
 //! Not yet (issue 8): resume and its journal, TCP data channels, concurrency and
-//! pipelining as separate knobs (every channel takes the next block of any file),
-//! small-file packing, free-space checks, progress and JSON output, the memory cap.
+//! pipelining as separate knobs (every channel takes the next block of any file,
+//! so files follow each other without a round trip and small files share the
+//! channels' streams), free-space checks, a progress bar and NDJSON events, an
+//! enforced memory cap, batched socket I/O.
 
 mod control;
 mod recv;

@@ -46,6 +46,8 @@ pub struct RecvSummary {
     pub files: usize,
     /// Bytes written.
     pub bytes: u64,
+    /// Blocks that failed their hash on arrival and were fetched again.
+    pub refetched: u64,
 }
 
 /// Most channels and the largest block a sender may ask for.
@@ -61,8 +63,8 @@ struct Incoming {
     received: u64,
     /// Block hashes by offset.
     hashes: BTreeMap<u64, [u8; 32]>,
-    /// Blocks whose data did not match their hash.
-    corrupt: u64,
+    /// Blocks whose data did not match their hash: (offset, length).
+    corrupt: Vec<(u64, u32)>,
 }
 
 fn random_nonce() -> Result<[u8; 32], TransferError> {
@@ -206,7 +208,7 @@ pub fn receive(
             size,
             received: 0,
             hashes: BTreeMap::new(),
-            corrupt: 0,
+            corrupt: vec![],
         });
     }
     let incoming = Arc::new(Mutex::new(incoming));
@@ -278,7 +280,7 @@ pub fn receive(
                         .map_err(TransferError::io(f.part.display().to_string()))?;
                     f.received += u64::from(b.len);
                 } else {
-                    f.corrupt += 1;
+                    f.corrupt.push((b.offset, b.len));
                 }
             }
             Ok(())
@@ -312,7 +314,56 @@ pub fn receive(
             failure = failure.or(Some(e));
         }
     }
-    let all = std::mem::take(&mut *incoming.lock().expect("no panics hold it"));
+    let mut all = std::mem::take(&mut *incoming.lock().expect("no panics hold it"));
+    // Blocks that arrived damaged are fetched again over the control channel, a
+    // few rounds at most.
+    let mut refetched = 0;
+    for _round in 0..3 {
+        let blocks: Vec<(u32, u64, u32)> = all
+            .iter()
+            .enumerate()
+            .flat_map(|(i, f)| f.corrupt.iter().map(move |&(o, l)| (i as u32, o, l)))
+            .collect();
+        if blocks.is_empty() || failure.is_some() {
+            break;
+        }
+        ctl.send(&Msg::Resend {
+            blocks: blocks.clone(),
+        })?;
+        for f in &mut all {
+            f.corrupt.clear();
+        }
+        let mut buf = vec![0u8; block_size as usize + 32];
+        for &(file, offset, len) in &blocks {
+            match ctl.recv()? {
+                Msg::Block {
+                    file: bf,
+                    offset: bo,
+                    len: bl,
+                } if (bf, bo, bl) == (file, offset, len) => {}
+                m => {
+                    return Err(TransferError::Protocol(format!(
+                        "expected block {file}@{offset}, got {m:?}"
+                    )))
+                }
+            }
+            let n = len as usize;
+            ctl.recv_raw(&mut buf[..n + 32])?;
+            let (data, trailer) = buf[..n + 32].split_at(n);
+            let f = &mut all[file as usize];
+            if blake3::hash(data).as_bytes() == trailer {
+                f.file
+                    .write_all_at(data, offset)
+                    .map_err(TransferError::io(f.part.display().to_string()))?;
+                f.received += u64::from(len);
+                f.hashes
+                    .insert(offset, trailer.try_into().expect("32 bytes"));
+                refetched += 1;
+            } else {
+                f.corrupt.push((offset, len));
+            }
+        }
+    }
     let (mut ok_files, mut bytes) = (0, 0);
     for (i, f) in all.into_iter().enumerate() {
         let mut d = blake3::Hasher::new();
@@ -320,7 +371,7 @@ pub fn receive(
             d.update(h);
         }
         let good = failure.is_none()
-            && f.corrupt == 0
+            && f.corrupt.is_empty()
             && f.received == f.size
             && Some(*d.finalize().as_bytes()) == digests[i];
         if good {
@@ -354,5 +405,6 @@ pub fn receive(
         peer,
         files: ok_files,
         bytes,
+        refetched,
     })
 }

@@ -46,6 +46,8 @@ pub struct SendSummary {
     pub bytes: u64,
     /// Blocks sent.
     pub blocks: u64,
+    /// Blocks sent again because they arrived damaged.
+    pub resent: u64,
 }
 
 /// The files under `paths`: (source, name at the receiver, size), sorted by name.
@@ -268,11 +270,32 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         })?;
     }
     let mut bad = vec![];
+    let mut resent = 0;
     loop {
         match ctl.recv()? {
             Msg::FileDone { file, ok } => {
                 if !ok {
                     bad.push(files.get(file as usize).map_or("?".into(), |f| f.1.clone()));
+                }
+            }
+            Msg::Resend { blocks } => {
+                for (file, offset, len) in blocks {
+                    let src = files
+                        .get(file as usize)
+                        .filter(|f| offset + u64::from(len) <= f.2 && len <= opts.block_size)
+                        .ok_or_else(|| {
+                            TransferError::Protocol(format!(
+                                "asked again for block {file}@{offset}, which was never sent"
+                            ))
+                        })?;
+                    let mut data = vec![0u8; len as usize];
+                    File::open(&src.0)
+                        .and_then(|f| f.read_exact_at(&mut data, offset))
+                        .map_err(TransferError::io(src.0.display().to_string()))?;
+                    ctl.send(&Msg::Block { file, offset, len })?;
+                    ctl.send_raw(&data)?;
+                    ctl.send_raw(blake3::hash(&data).as_bytes())?;
+                    resent += 1;
                 }
             }
             Msg::Finished => break,
@@ -289,5 +312,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         files: files.len(),
         bytes,
         blocks,
+        resent,
     })
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions};
+use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, Transport};
 use longhaul_proto::udt::{NakReport, UdtConnConfig};
 
 use crate::Failure;
@@ -67,9 +67,12 @@ pub struct SendArgs {
     /// Files and directories (sent recursively), then HOST[:PORT] of a `longhaul recv`.
     #[arg(required = true, num_args = 2..)]
     args: Vec<String>,
-    /// UDT channels.
+    /// Data channels.
     #[arg(long, default_value_t = 4)]
     channels: u16,
+    /// What the data channels run: udt (UDP) or tcp (the kernel's TCP).
+    #[arg(long, default_value = "udt", value_parser = ["udt", "tcp"])]
+    transport: String,
     /// Block size (each block is checked with BLAKE3 on arrival).
     #[arg(long, default_value = "4MiB")]
     block_size: String,
@@ -161,6 +164,11 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         dest,
         token,
         channels: a.channels,
+        transport: if a.transport == "tcp" {
+            Transport::Tcp
+        } else {
+            Transport::Udt
+        },
         block_size,
         udt: UdtConnConfig {
             mss: a.mss,

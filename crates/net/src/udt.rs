@@ -295,6 +295,20 @@ impl UdtSocket {
         }
     }
 
+    /// Keeps answering the peer (acknowledging what it sends) until it shuts down
+    /// or `max` passes: a reader that has all it wants stays until its last
+    /// acknowledgements have been heard, so that the peer's close completes.
+    pub fn linger(&mut self, max: StdDuration) -> Result<(), NetError> {
+        let give_up = self.clock.now() + to_proto(max);
+        while !self.peer_shutdown
+            && self.conn.state() != State::Closed
+            && self.clock.now() < give_up
+        {
+            self.step(true)?;
+        }
+        Ok(())
+    }
+
     /// Sends a shutdown once everything written is acknowledged, and waits for that
     /// (at most `timeout`).
     pub fn close(mut self, timeout: StdDuration) -> Result<(), NetError> {

@@ -9,7 +9,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use longhaul_net::transfer::{receive, send, Msg, RecvOptions, SendOptions, TransferError};
+use longhaul_net::transfer::{
+    receive, send, Msg, RecvOptions, SendOptions, TransferError, Transport,
+};
 use longhaul_proto::udt::UdtConnConfig;
 
 const T: Duration = Duration::from_secs(30);
@@ -60,6 +62,7 @@ fn send_opts(
         dest,
         token: token.into(),
         channels,
+        transport: Transport::Udt,
         block_size: 256 << 10,
         udt: UdtConnConfig::default(),
         timeout: T,
@@ -96,7 +99,7 @@ fn same_tree(a: &Path, b: &Path) {
 }
 
 #[test]
-fn files_and_a_tree_arrive_byte_exact_over_1_and_4_channels() {
+fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_and_4_channels() {
     let src = tempfile::tempdir().unwrap();
     let tree = src.path().join("tree");
     write(&tree.join("empty"), 0, 1);
@@ -112,15 +115,18 @@ fn files_and_a_tree_arrive_byte_exact_over_1_and_4_channels() {
     }
     let single = src.path().join("single.dat");
     write(&single, 2_000_000, 9);
-    for channels in [1, 4] {
+    for (transport, channels) in [
+        (Transport::Udt, 1),
+        (Transport::Udt, 4),
+        (Transport::Tcp, 1),
+        (Transport::Tcp, 4),
+    ] {
         let dst = tempfile::tempdir().unwrap();
         let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
-        let sent = send(&send_opts(
-            vec![tree.clone(), single.clone()],
-            addr,
-            "s3cret",
-            channels,
-        ))
+        let sent = send(&SendOptions {
+            transport,
+            ..send_opts(vec![tree.clone(), single.clone()], addr, "s3cret", channels)
+        })
         .expect("send");
         let got = h.join().unwrap().expect("receive");
         assert_eq!(sent.files, 155);
@@ -179,6 +185,7 @@ fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
         files,
         channels: 1,
         block_size: 1 << 20,
+        transport: Transport::Udt,
     });
     line.clear();
     r.read_line(&mut line).unwrap();
@@ -231,8 +238,11 @@ fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
     let mut o = send_opts(vec![tree.clone()], addr, "k", 2);
     o.block_size = 32 << 10;
     o.impair = Some(bad);
-    send(&o).expect("send");
-    h.join().unwrap().expect("receive");
+    let sent = send(&o);
+    let got = h.join().unwrap();
+    let got = got.expect("receive");
+    let sent = sent.expect("send");
+    assert_eq!((sent.files, got.files), (3, 3));
     same_tree(&tree, &dst.path().join("t"));
 }
 

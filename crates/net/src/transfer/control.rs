@@ -49,8 +49,11 @@ pub enum Msg {
         channels: u16,
         /// Largest block, bytes.
         block_size: u32,
+        /// What the data channels run.
+        #[serde(default)]
+        transport: super::Transport,
     },
-    /// Receiver: the UDT ports to connect to, one per channel.
+    /// Receiver: the ports to connect the data channels to, one per channel.
     Accept {
         /// Ports on the receiver's address.
         ports: Vec<u16>,

@@ -1,5 +1,5 @@
 //! `longhaul send` / `longhaul recv`, first version: files over parallel UDT
-//! channels, with a TCP control channel that authenticates the sender.
+//! channels (or TCP streams), with a TCP control channel that authenticates the sender.
 //!
 //! ```text
 //!  sender                                   receiver (listens on TCP)
@@ -8,7 +8,7 @@
 //!   |-- Auth{mac = BLAKE3_k(nonce)} ----------->|   k = BLAKE3(token): the token
 //!   |-- Offer{files, channels, block size} ---->|   never crosses the network
 //!   |<------------- Accept{UDT ports} / Reject  |
-//!   |== N UDT channels: [header][data][BLAKE3(data)] ... ==>|
+//!   |== N UDT channels: [header][data][BLAKE3(data)] ... [end] ==>|
 //!   |<------------------ FileDone{file, ok} ... |   a file is renamed into place
 //!   |<--------------------------------- Finished|   once every block checked out
 //! ```
@@ -20,16 +20,18 @@
 //! arrival is asked for again (`Resend`) once the channels are done, and comes back
 //! on the control channel (`Block` and its bytes), up to three rounds.
 //!
-//! Not yet (issue 8): resume and its journal, TCP data channels, concurrency and
+//! Not yet (issue 8): resume and its journal, concurrency and
 //! pipelining as separate knobs (every channel takes the next block of any file,
 //! so files follow each other without a round trip and small files share the
 //! channels' streams), free-space checks, a progress bar and NDJSON events, an
 //! enforced memory cap, batched socket I/O.
 
+mod channel;
 mod control;
 mod recv;
 mod send;
 
+pub use channel::Transport;
 pub use control::{FileEntry, Msg, PROTOCOL_VERSION};
 pub use recv::{receive, RecvOptions, RecvSummary};
 pub use send::{send, SendOptions, SendSummary};
@@ -75,6 +77,12 @@ impl TransferError {
         move |source| TransferError::Io { what, source }
     }
 }
+
+/// Written after a channel's last block: a header no block can have (its offset
+/// and length overflow), so the receiver knows the channel is done without waiting
+/// for the transport's shutdown, which UDT sends once and may lose.
+pub(crate) const END_OF_CHANNEL: [u8; longhaul_proto::transfer::HEADER_LEN] =
+    [0xff; longhaul_proto::transfer::HEADER_LEN];
 
 /// The key both sides derive from the pre-shared token.
 pub(crate) fn key(token: &str) -> [u8; 32] {

@@ -14,9 +14,10 @@ use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 use longhaul_wire::block::BlockPacket;
 
+use super::channel::{DataChannel, Listener};
 use super::control::{hex, unhex, Control, Msg, PROTOCOL_VERSION};
-use super::{key, safe_join, TransferError};
-use crate::{Impairment, UdtListener, UdtSocket};
+use super::{key, safe_join, TransferError, END_OF_CHANNEL};
+use crate::Impairment;
 
 /// How to receive.
 #[derive(Debug, Clone)]
@@ -77,7 +78,7 @@ fn random_nonce() -> Result<[u8; 32], TransferError> {
 
 /// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended before the
 /// first byte.
-fn read_exact(s: &mut UdtSocket, buf: &mut [u8]) -> Result<bool, TransferError> {
+fn read_exact(s: &mut DataChannel, buf: &mut [u8]) -> Result<bool, TransferError> {
     let mut got = 0;
     while got < buf.len() {
         let n = s.read(&mut buf[got..])?;
@@ -141,12 +142,13 @@ pub fn receive(
         })?;
         return Err(TransferError::Auth);
     }
-    let (files, channels, block_size) = match ctl.recv()? {
+    let (files, channels, block_size, transport) = match ctl.recv()? {
         Msg::Offer {
             files,
             channels,
             block_size,
-        } => (files, channels, block_size),
+            transport,
+        } => (files, channels, block_size, transport),
         m => {
             return Err(TransferError::Protocol(format!(
                 "expected an offer, got {m:?}"
@@ -214,16 +216,15 @@ pub fn receive(
     let incoming = Arc::new(Mutex::new(incoming));
     let mut listeners = vec![];
     for _ in 0..channels {
-        listeners.push(
-            UdtListener::bind(SocketAddr::new(opts.listen.ip(), 0))
-                .map_err(TransferError::io("binding a data channel"))?,
-        );
+        listeners.push(Listener::bind(
+            transport,
+            SocketAddr::new(opts.listen.ip(), 0),
+        )?);
     }
     let ports = listeners
         .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(TransferError::io("binding a data channel"))?;
+        .map(Listener::port)
+        .collect::<Result<Vec<_>, _>>()?;
     ctl.send(&Msg::Accept { ports })?;
     let mut threads = vec![];
     for (c, l) in listeners.into_iter().enumerate() {
@@ -234,8 +235,8 @@ pub fn receive(
         let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
         threads.push(thread::spawn(move || -> Result<(), TransferError> {
             let mut s = l.accept(cfg, timeout)?;
-            if let Some(i) = impair {
-                s.impair(Impairment {
+            if let (Some(i), Some(u)) = (impair, s.udt()) {
+                u.impair(Impairment {
                     seed: i.seed ^ ((c as u64) << 32),
                     ..i
                 });
@@ -243,6 +244,13 @@ pub fn receive(
             let mut hdr = [0u8; HEADER_LEN];
             let mut buf = vec![0u8; block_size as usize + 32];
             while read_exact(&mut s, &mut hdr)? {
+                if hdr == END_OF_CHANNEL {
+                    // Everything before it has arrived (the channel is in order).
+                    // Stay a little to acknowledge, but not for the transport's
+                    // shutdown, which UDT sends once and may lose.
+                    s.linger(Duration::from_secs(3))?;
+                    break;
+                }
                 let b = BlockRepr::parse(&BlockPacket::new_unchecked(&hdr[..]))
                     .map_err(|_| TransferError::Protocol("a malformed block header".into()))?;
                 if b.len > block_size {

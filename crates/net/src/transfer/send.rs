@@ -12,9 +12,10 @@ use std::time::Duration;
 use longhaul_proto::transfer::{BlockRepr, FileBlocks, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 
+use super::channel::DataChannel;
 use super::control::{hex, unhex, Control, FileEntry, Msg, PROTOCOL_VERSION};
-use super::{key, TransferError};
-use crate::{Impairment, UdtSocket};
+use super::{key, TransferError, END_OF_CHANNEL};
+use crate::Impairment;
 
 /// How to send.
 #[derive(Debug, Clone)]
@@ -25,8 +26,10 @@ pub struct SendOptions {
     pub dest: SocketAddr,
     /// The pre-shared token.
     pub token: String,
-    /// UDT channels.
+    /// Data channels.
     pub channels: u16,
+    /// What they run.
+    pub transport: super::Transport,
     /// Block size, bytes.
     pub block_size: u32,
     /// UDT parameters (socket IDs are set per channel).
@@ -158,6 +161,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             .collect(),
         channels: opts.channels,
         block_size: opts.block_size,
+        transport: opts.transport,
     })?;
     let ports = match ctl.recv()? {
         Msg::Accept { ports } if ports.len() == usize::from(opts.channels) => ports,
@@ -197,11 +201,12 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         };
         let (work, hashes, sources) = (work.clone(), hashes.clone(), sources.clone());
         let (timeout, block_size, impair) = (opts.timeout, opts.block_size, opts.impair);
+        let transport = opts.transport;
         threads.push(thread::spawn(
             move || -> Result<(u64, u64), TransferError> {
-                let mut s = UdtSocket::connect(addr, cfg, timeout)?;
-                if let Some(i) = impair {
-                    s.impair(Impairment {
+                let mut s = DataChannel::connect(transport, addr, cfg, timeout)?;
+                if let (Some(i), Some(u)) = (impair, s.udt()) {
+                    u.impair(Impairment {
                         seed: i.seed ^ c as u64,
                         ..i
                     });
@@ -239,7 +244,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     bytes += u64::from(b.len);
                     blocks += 1;
                 }
-                s.close(timeout.max(Duration::from_secs(60)))?;
+                s.write_all(&END_OF_CHANNEL)?;
+                s.finish(timeout.max(Duration::from_secs(60)))?;
                 Ok((bytes, blocks))
             },
         ));

@@ -1,0 +1,147 @@
+//! A data channel: a UDT connection or a TCP stream, as the offer chose.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::TransferError;
+use crate::clock::Clock;
+use crate::{UdtListener, UdtSocket};
+
+/// What the data channels run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// UDT over UDP (the engine of the simulator).
+    #[default]
+    Udt,
+    /// The kernel's TCP.
+    Tcp,
+}
+
+/// A bound, not yet connected data channel on the receiver.
+pub(crate) enum Listener {
+    Udt(UdtListener),
+    Tcp(TcpListener),
+}
+
+/// A connected data channel.
+pub(crate) enum DataChannel {
+    Udt(Box<UdtSocket>),
+    Tcp(TcpStream),
+}
+
+impl Listener {
+    pub fn bind(t: Transport, addr: SocketAddr) -> Result<Self, TransferError> {
+        let what = TransferError::io("binding a data channel");
+        Ok(match t {
+            Transport::Udt => Listener::Udt(UdtListener::bind(addr).map_err(what)?),
+            Transport::Tcp => Listener::Tcp(TcpListener::bind(addr).map_err(what)?),
+        })
+    }
+
+    pub fn port(&self) -> Result<u16, TransferError> {
+        let what = TransferError::io("binding a data channel");
+        match self {
+            Listener::Udt(l) => l.local_addr().map(|a| a.port()).map_err(what),
+            Listener::Tcp(l) => l.local_addr().map(|a| a.port()).map_err(what),
+        }
+    }
+
+    /// Waits for the sender's connection, at most `timeout`.
+    pub fn accept(
+        self,
+        cfg: longhaul_proto::udt::UdtConnConfig,
+        timeout: Duration,
+    ) -> Result<DataChannel, TransferError> {
+        match self {
+            Listener::Udt(l) => Ok(DataChannel::Udt(Box::new(l.accept(cfg, timeout)?))),
+            Listener::Tcp(l) => {
+                let what = || TransferError::io("accepting a data channel");
+                l.set_nonblocking(true).map_err(what())?;
+                let clock = Clock::new();
+                loop {
+                    match l.accept() {
+                        Ok((s, _)) => {
+                            s.set_nonblocking(false).map_err(what())?;
+                            return Ok(DataChannel::Tcp(s));
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                            if clock.now().as_nanos() > timeout.as_nanos() as u64 {
+                                return Err(TransferError::Protocol(format!(
+                                    "no data channel connected within {timeout:?}"
+                                )));
+                            }
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(e) => return Err(what()(e)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl DataChannel {
+    pub fn connect(
+        t: Transport,
+        addr: SocketAddr,
+        cfg: longhaul_proto::udt::UdtConnConfig,
+        timeout: Duration,
+    ) -> Result<Self, TransferError> {
+        Ok(match t {
+            Transport::Udt => DataChannel::Udt(Box::new(UdtSocket::connect(addr, cfg, timeout)?)),
+            Transport::Tcp => {
+                DataChannel::Tcp(TcpStream::connect_timeout(&addr, timeout).map_err(
+                    TransferError::io(format!("connecting a data channel to {addr}")),
+                )?)
+            }
+        })
+    }
+
+    pub fn write_all(&mut self, b: &[u8]) -> Result<(), TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.write_all(b)?),
+            DataChannel::Tcp(s) => s
+                .write_all(b)
+                .map_err(TransferError::io("data channel: write")),
+        }
+    }
+
+    pub fn read(&mut self, b: &mut [u8]) -> Result<usize, TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.read(b)?),
+            DataChannel::Tcp(s) => s.read(b).map_err(TransferError::io("data channel: read")),
+        }
+    }
+
+    /// Ends the sending side once everything written is delivered (UDT) or queued
+    /// with a FIN behind it (TCP).
+    pub fn finish(self, timeout: Duration) -> Result<(), TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.close(timeout)?),
+            DataChannel::Tcp(s) => s
+                .shutdown(Shutdown::Write)
+                .map_err(TransferError::io("data channel: shutdown")),
+        }
+    }
+
+    /// After the last block: stays to acknowledge until the sender shuts down (at
+    /// most `max`), so its close completes; TCP needs nothing.
+    pub fn linger(&mut self, max: Duration) -> Result<(), TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.linger(max)?),
+            DataChannel::Tcp(_) => Ok(()),
+        }
+    }
+
+    /// The UDT socket, to inject faults into.
+    pub fn udt(&mut self) -> Option<&mut UdtSocket> {
+        match self {
+            DataChannel::Udt(s) => Some(s),
+            DataChannel::Tcp(_) => None,
+        }
+    }
+}

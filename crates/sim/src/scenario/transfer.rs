@@ -296,51 +296,65 @@ impl Loader<'_> {
             hosts[from].unwrap_or(HostLimits::TUNED),
             hosts[to].unwrap_or(HostLimits::TUNED),
         ];
+        // Every channel runs the same configuration.
+        let channel = if udt {
+            if t.tcp.is_some() {
+                return Err(self.err(
+                    k("tcp"),
+                    "the channels run UDT: set `udt`, or transport = \"tcp\"",
+                ));
+            }
+            let u = self.sub_table::<UdtFlowFile>(&k("udt"), t.udt.as_ref())?;
+            if u.from.is_some() || u.to.is_some() || u.start.is_some() || u.size.is_some() {
+                return Err(self.err(
+                    k("udt"),
+                    "from, to, start and size are the transfer's own keys, not its channels'",
+                ));
+            }
+            FlowSpec::Udt(UdtFlowSpec {
+                size: None,
+                ..self.udt_flow(&k("udt"), &u, from, to, start, seed)?
+            })
+        } else {
+            if t.udt.is_some() {
+                return Err(self.err(
+                    k("udt"),
+                    "the channels run TCP: set `tcp`, or transport = \"udt\"",
+                ));
+            }
+            let tf = self.sub_table::<TcpFlowFile>(&k("tcp"), t.tcp.as_ref())?;
+            if tf.from.is_some()
+                || tf.to.is_some()
+                || tf.start.is_some()
+                || tf.size.is_some()
+                || tf.files.is_some()
+            {
+                return Err(self.err(k("tcp"), "from, to, start, size and files are the transfer's own keys, not its channels'"));
+            }
+            let mut spec = self.tcp_flow(&k("tcp"), &tf, from, to, start)?;
+            // A buffer the tool sets itself is capped by `rmem_max`/`wmem_max`;
+            // otherwise autotuning sizes it, up to the `tcp_rmem`/`tcp_wmem`
+            // maximum (the send buffer to twice the window).
+            let c = &mut spec.config;
+            c.recv_buffer_bytes = match tf.recv_buffer {
+                Some(_) => c.recv_buffer_bytes.min(limits[1].rmem_max),
+                None => limits[1].tcp_window(),
+            }
+            .max(2 * u64::from(c.mss));
+            c.send_buffer_bytes = match tf.send_buffer {
+                Some(_) => c.send_buffer_bytes.min(limits[0].wmem_max),
+                None => limits[0].tcp_wmem_max,
+            }
+            .max(2 * u64::from(c.mss));
+            c.send_buffer_autotune = tf.send_buffer.is_none();
+            FlowSpec::Tcp(TcpFlowSpec {
+                size: None,
+                files: None,
+                ..spec
+            })
+        };
         let first = flows.len();
-        for _ in 0..channels {
-            flows.push(if udt {
-                if t.tcp.is_some() {
-                    return Err(self.err(k("tcp"), "the channels run UDT: set `udt`, or transport = \"tcp\""));
-                }
-                let u = self.sub_table::<UdtFlowFile>(&k("udt"), t.udt.as_ref())?;
-                if u.from.is_some() || u.to.is_some() || u.start.is_some() || u.size.is_some() {
-                    return Err(self.err(k("udt"), "from, to, start and size are the transfer's own keys, not its channels'"));
-                }
-                FlowSpec::Udt(UdtFlowSpec {
-                    size: None,
-                    ..self.udt_flow(&k("udt"), &u, from, to, start, seed)?
-                })
-            } else {
-                if t.udt.is_some() {
-                    return Err(self.err(k("udt"), "the channels run TCP: set `tcp`, or transport = \"udt\""));
-                }
-                let tf = self.sub_table::<TcpFlowFile>(&k("tcp"), t.tcp.as_ref())?;
-                if tf.from.is_some() || tf.to.is_some() || tf.start.is_some() || tf.size.is_some() || tf.files.is_some() {
-                    return Err(self.err(k("tcp"), "from, to, start, size and files are the transfer's own keys, not its channels'"));
-                }
-                let mut spec = self.tcp_flow(&k("tcp"), &tf, from, to, start)?;
-                // A buffer the tool sets itself is capped by `rmem_max`/`wmem_max`;
-                // otherwise autotuning sizes it, up to the `tcp_rmem`/`tcp_wmem`
-                // maximum (the send buffer to twice the window).
-                let c = &mut spec.config;
-                c.recv_buffer_bytes = match tf.recv_buffer {
-                    Some(_) => c.recv_buffer_bytes.min(limits[1].rmem_max),
-                    None => limits[1].tcp_window(),
-                }
-                .max(2 * u64::from(c.mss));
-                c.send_buffer_bytes = match tf.send_buffer {
-                    Some(_) => c.send_buffer_bytes.min(limits[0].wmem_max),
-                    None => limits[0].tcp_wmem_max,
-                }
-                .max(2 * u64::from(c.mss));
-                c.send_buffer_autotune = tf.send_buffer.is_none();
-                FlowSpec::Tcp(TcpFlowSpec {
-                    size: None,
-                    files: None,
-                    ..spec
-                })
-            });
-        }
+        flows.extend(std::iter::repeat_n(channel, channels));
         Ok(TransferSpec {
             name: t.name.clone().unwrap_or_else(|| format!("transfer{i}")),
             from,

@@ -429,9 +429,12 @@ impl UdtConnection {
     /// Reads received bytes in order; returns how many were copied.
     pub fn recv(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.readable.len());
-        for (d, s) in buf.iter_mut().zip(self.readable.drain(..n)) {
-            *d = s;
-        }
+        // Two slice copies (the ring may wrap), not a byte at a time.
+        let (a, b) = self.readable.as_slices();
+        let from_a = n.min(a.len());
+        buf[..from_a].copy_from_slice(&a[..from_a]);
+        buf[from_a..n].copy_from_slice(&b[..n - from_a]);
+        self.readable.drain(..n);
         n
     }
 
@@ -722,7 +725,7 @@ impl UdtConnection {
     fn deliver(&mut self, p: Payload) {
         self.delivered += p.len() as u64;
         if let Payload::Bytes(b) = p {
-            self.readable.extend(b);
+            self.readable.extend(b.iter().copied());
         }
     }
 

@@ -153,8 +153,13 @@ fn a_wrong_token_is_refused_and_nothing_is_written() {
     assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
 }
 
-/// A hand-written sender: authenticates, then offers `name`.
+/// A hand-written sender: authenticates, then offers `name` of 10 bytes.
 fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
+    offer_sized(addr, token, name, 10)
+}
+
+/// A hand-written sender: authenticates, then offers `name` of `size` bytes.
+fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
     let s = TcpStream::connect(addr).unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
@@ -179,7 +184,7 @@ fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
     });
     let files = vec![longhaul_net::transfer::FileEntry {
         path: name.into(),
-        size: 10,
+        size,
     }];
     send(&Msg::Offer {
         files,
@@ -270,4 +275,18 @@ fn corrupted_blocks_are_detected_and_fetched_again() {
     assert!(got.refetched > 0, "no block was damaged: raise the rate");
     assert_eq!(got.refetched, sent.resent);
     assert!(std::fs::read(&f).unwrap() == std::fs::read(dst.path().join("data.bin")).unwrap());
+}
+
+/// An offer larger than the free space is refused before anything is written.
+#[test]
+fn an_offer_larger_than_the_free_space_is_refused() {
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "t"));
+    let reply = offer_sized(addr, "t", "huge.bin", 1 << 60);
+    assert!(
+        matches!(&reply, Msg::Reject { reason } if reason.contains("free")),
+        "{reply:?}"
+    );
+    assert!(h.join().unwrap().is_err());
+    assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
 }

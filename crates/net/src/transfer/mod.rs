@@ -23,7 +23,7 @@
 //! Not yet (issue 8): resume and its journal, concurrency and
 //! pipelining as separate knobs (every channel takes the next block of any file,
 //! so files follow each other without a round trip and small files share the
-//! channels' streams), free-space checks, a progress bar and NDJSON events, an
+//! channels' streams), a progress bar and NDJSON events, an
 //! enforced memory cap, batched socket I/O.
 
 mod channel;

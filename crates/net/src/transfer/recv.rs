@@ -185,6 +185,19 @@ pub fn receive(
         }
         targets.push((path, f.size));
     }
+    // Room for everything, before anything is written.
+    let need: u64 = targets.iter().map(|t| t.1).fold(0, u64::saturating_add);
+    let free = fs4::available_space(&opts.dir).map_err(TransferError::io(format!(
+        "{}: free space",
+        opts.dir.display()
+    )))?;
+    if need > free {
+        let e = TransferError::Protocol(format!(
+            "the files need {need} bytes and {} has {free} free",
+            opts.dir.display()
+        ));
+        return Err(refuse(&mut ctl, e));
+    }
     let mut incoming = vec![];
     for (path, size) in targets {
         let parent = path

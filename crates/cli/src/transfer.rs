@@ -1,7 +1,10 @@
 //! `longhaul send` and `longhaul recv`: files over parallel UDT channels.
 
+use std::io::IsTerminal;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -84,6 +87,10 @@ pub struct SendArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+    /// Print NDJSON events as the transfer runs (start, an interval a second, end;
+    /// field names after iperf3's --json-stream).
+    #[arg(long, conflicts_with = "json")]
+    json_stream: bool,
 }
 
 pub fn recv(a: RecvArgs) -> Result<(), Failure> {
@@ -159,6 +166,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             "--channels must be 1 to 256, --mss 76 to 65000"
         )));
     }
+    let progress = Arc::new(AtomicU64::new(0));
     let opts = SendOptions {
         paths,
         dest,
@@ -176,16 +184,73 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         },
         timeout: Duration::from_secs(30),
         impair: None,
+        progress: Some(progress.clone()),
     };
+    let total: u64 = longhaul_net::transfer::list_files(&opts.paths)?
+        .iter()
+        .map(|f| f.2)
+        .sum();
     let start = std::time::Instant::now();
-    let s = send(&opts)?;
-    let secs = start.elapsed().as_secs_f64();
-    let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    if a.json {
+    if a.json_stream {
         println!(
             "{}",
-            serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "seconds": secs, "bits_per_second": gbps * 1e9})
+            serde_json::json!({"event": "start", "data": {"bytes_total": total, "channels": a.channels, "transport": a.transport}})
         );
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let reporter = {
+        let (progress, done, stream) = (progress.clone(), done.clone(), a.json_stream);
+        let bar = (!stream && !a.json && std::io::stderr().is_terminal()).then(|| {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+                )
+                .expect("a valid template"),
+            );
+            b
+        });
+        std::thread::spawn(move || {
+            let mut last = (0u64, 0.0f64);
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(if stream { 1000 } else { 200 }));
+                let (bytes, t) = (
+                    progress.load(Ordering::Relaxed),
+                    start.elapsed().as_secs_f64(),
+                );
+                if let Some(b) = &bar {
+                    b.set_position(bytes);
+                }
+                if stream && !done.load(Ordering::Relaxed) {
+                    let (db, dt) = (bytes - last.0, t - last.1);
+                    println!(
+                        "{}",
+                        serde_json::json!({"event": "interval", "data": {"sum": {
+                            "start": last.1, "end": t, "seconds": dt, "bytes": db,
+                            "bits_per_second": db as f64 * 8.0 / dt.max(1e-9)}}})
+                    );
+                    last = (bytes, t);
+                }
+            }
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+        })
+    };
+    let result = send(&opts);
+    done.store(true, Ordering::Relaxed);
+    let _ = reporter.join();
+    let s = result?;
+    let secs = start.elapsed().as_secs_f64();
+    let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
+    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "seconds": secs, "bits_per_second": gbps * 1e9});
+    if a.json_stream {
+        println!(
+            "{}",
+            serde_json::json!({"event": "end", "data": {"sum": summary}})
+        );
+    } else if a.json {
+        println!("{summary}");
     } else {
         println!(
             "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver",

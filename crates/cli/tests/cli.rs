@@ -561,6 +561,24 @@ fn send_and_recv_over_loopback() {
         b"hello"
     );
 
+    // --json-stream: NDJSON events, start first and end last.
+    let (recv, addr, _) = serve("dst3");
+    let o = longhaul(
+        &["send", "--token-file", "tok", "--json-stream", "src", &addr],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let events: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["event"], "start");
+    assert_eq!(events[0]["data"]["bytes_total"], 3_000_022);
+    let end = events.last().unwrap();
+    assert_eq!(end["event"], "end");
+    assert_eq!(end["data"]["sum"]["bytes"], 3_000_022);
+    assert!(recv.wait_with_output().unwrap().status.success());
+
     let (recv, addr, err) = serve("dst2");
     let o = longhaul(&["send", "--token-file", "bad", "src", &addr], dir.path());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

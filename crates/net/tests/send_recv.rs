@@ -67,6 +67,7 @@ fn send_opts(
         udt: UdtConnConfig::default(),
         timeout: T,
         impair: None,
+        progress: None,
     }
 }
 

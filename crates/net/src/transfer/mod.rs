@@ -23,7 +23,7 @@
 //! Not yet (issue 8): resume and its journal, concurrency and
 //! pipelining as separate knobs (every channel takes the next block of any file,
 //! so files follow each other without a round trip and small files share the
-//! channels' streams), a progress bar and NDJSON events, an
+//! channels' streams), an
 //! enforced memory cap, batched socket I/O.
 
 mod channel;
@@ -34,7 +34,7 @@ mod send;
 pub use channel::Transport;
 pub use control::{FileEntry, Msg, PROTOCOL_VERSION};
 pub use recv::{receive, RecvOptions, RecvSummary};
-pub use send::{send, SendOptions, SendSummary};
+pub use send::{list_files, send, SendOptions, SendSummary};
 
 use std::path::{Component, Path, PathBuf};
 

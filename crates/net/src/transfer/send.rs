@@ -5,6 +5,7 @@ use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -38,6 +39,8 @@ pub struct SendOptions {
     pub timeout: Duration,
     /// Faults to inject into the data channels' datagrams (tests).
     pub impair: Option<Impairment>,
+    /// Counts the file bytes handed to the channels, for a progress display.
+    pub progress: Option<Arc<AtomicU64>>,
 }
 
 /// What a send did.
@@ -202,6 +205,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         let (work, hashes, sources) = (work.clone(), hashes.clone(), sources.clone());
         let (timeout, block_size, impair) = (opts.timeout, opts.block_size, opts.impair);
         let transport = opts.transport;
+        let progress = opts.progress.clone();
         threads.push(thread::spawn(
             move || -> Result<(u64, u64), TransferError> {
                 let mut s = DataChannel::connect(transport, addr, cfg, timeout)?;
@@ -242,6 +246,9 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                         [(b.offset / u64::from(block_size)) as usize] = h;
                     s.write_all(&buf[..HEADER_LEN + n + 32])?;
                     bytes += u64::from(b.len);
+                    if let Some(p) = &progress {
+                        p.fetch_add(u64::from(b.len), Ordering::Relaxed);
+                    }
                     blocks += 1;
                 }
                 s.write_all(&END_OF_CHANNEL)?;

@@ -186,6 +186,21 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         impair: None,
         progress: Some(progress.clone()),
     };
+    let need = longhaul_net::transfer::session_memory(
+        opts.channels,
+        opts.block_size,
+        opts.transport,
+        &opts.udt,
+    );
+    if need > longhaul_net::transfer::MEMORY_CAP {
+        return Err(Failure::input(anyhow::anyhow!(
+            "{} channels of {} blocks would need {} MiB of buffers; at most {} MiB: use fewer channels or smaller blocks",
+            a.channels,
+            a.block_size,
+            need >> 20,
+            longhaul_net::transfer::MEMORY_CAP >> 20
+        )));
+    }
     let total: u64 = longhaul_net::transfer::list_files(&opts.paths)?
         .iter()
         .map(|f| f.2)

@@ -291,3 +291,19 @@ fn an_offer_larger_than_the_free_space_is_refused() {
     assert!(h.join().unwrap().is_err());
     assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
 }
+
+/// A session whose buffers would pass the memory cap is refused before any
+/// channel opens.
+#[test]
+fn a_session_over_the_memory_cap_is_refused() {
+    let src = tempfile::tempdir().unwrap();
+    let f = src.path().join("x");
+    write(&f, 1000, 1);
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "t"));
+    // 200 UDT channels x (256 KiB + 8192 packets of 1500 bytes) is 2.3 GiB.
+    let e = send(&send_opts(vec![f], addr, "t", 200)).unwrap_err();
+    assert!(e.to_string().contains("MiB of buffers"), "{e}");
+    assert!(h.join().unwrap().is_err());
+    assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
+}

@@ -23,8 +23,7 @@
 //! Not yet (issue 8): resume and its journal, concurrency and
 //! pipelining as separate knobs (every channel takes the next block of any file,
 //! so files follow each other without a round trip and small files share the
-//! channels' streams), an
-//! enforced memory cap, batched socket I/O.
+//! channels' streams), batched socket I/O.
 
 mod channel;
 mod control;
@@ -83,6 +82,26 @@ impl TransferError {
 /// for the transport's shutdown, which UDT sends once and may lose.
 pub(crate) const END_OF_CHANNEL: [u8; longhaul_proto::transfer::HEADER_LEN] =
     [0xff; longhaul_proto::transfer::HEADER_LEN];
+
+/// The most buffer memory one side of a session may take (the issue's default
+/// cap): per channel a block buffer and the transport's buffer.
+pub const MEMORY_CAP: u64 = 512 << 20;
+
+/// Buffer memory a session of `channels` channels and `block_size`-byte blocks
+/// takes on one side: a block (and its hash) per channel, and per UDT channel its
+/// packet buffer (the larger of send and receive; TCP's lives in the kernel).
+pub fn session_memory(
+    channels: u16,
+    block_size: u32,
+    transport: Transport,
+    udt: &longhaul_proto::udt::UdtConnConfig,
+) -> u64 {
+    let transport_buffer = match transport {
+        Transport::Udt => u64::from(udt.rcv_buf_pkts.max(udt.snd_buf_pkts)) * u64::from(udt.mss),
+        Transport::Tcp => 0,
+    };
+    u64::from(channels) * (u64::from(block_size) + 32 + transport_buffer)
+}
 
 /// The key both sides derive from the pre-shared token.
 pub(crate) fn key(token: &str) -> [u8; 32] {

@@ -167,6 +167,15 @@ pub fn receive(
         ));
         return Err(refuse(&mut ctl, e));
     }
+    let need = super::session_memory(channels, block_size, transport, &opts.udt);
+    if need > super::MEMORY_CAP {
+        let e = TransferError::Protocol(format!(
+            "{channels} channels of {block_size}-byte blocks would need {} MiB of buffers here; at most {} MiB (fewer channels or smaller blocks)",
+            need >> 20,
+            super::MEMORY_CAP >> 20
+        ));
+        return Err(refuse(&mut ctl, e));
+    }
     // Check every name before anything is written.
     let mut targets = vec![];
     for f in &files {

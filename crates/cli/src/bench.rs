@@ -1,7 +1,7 @@
 //! `longhaul sim bench`: simulator speed on the reference scenario.
 //!
-//! This is the one module of the binary that reads the wall clock, which is why it
-//! allows `clippy::disallowed_methods`; the simulation itself never does.
+//! It reads the wall clock (so it allows `clippy::disallowed_methods`, as the
+//! transfer timer in `transfer.rs` does); the simulation itself never does.
 
 use clap::Args;
 use longhaul_sim::scenario::reference;
@@ -28,7 +28,7 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-#[allow(clippy::disallowed_methods)] // the bench timer: the one place that reads the clock
+#[allow(clippy::disallowed_methods)] // the bench timer reads the wall clock
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
     if !(0.0..1.0).contains(&args.loss)
         || args.duration_s <= 0.0

@@ -185,6 +185,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         timeout: Duration::from_secs(30),
         impair: None,
         progress: Some(progress.clone()),
+        stop_after_blocks: None,
     };
     let need = longhaul_net::transfer::session_memory(
         opts.channels,
@@ -258,7 +259,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         println!(
             "{}",

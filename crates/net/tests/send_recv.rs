@@ -68,6 +68,7 @@ fn send_opts(
         timeout: T,
         impair: None,
         progress: None,
+        stop_after_blocks: None,
     }
 }
 
@@ -306,4 +307,49 @@ fn a_session_over_the_memory_cap_is_refused() {
     assert!(e.to_string().contains("MiB of buffers"), "{e}");
     assert!(h.join().unwrap().is_err());
     assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
+}
+
+/// A session that dies half-way (the sender stops after 20 of 46 blocks and drops
+/// the connection, as a crash would) leaves the part file and its journal; the next
+/// session sends only the blocks the journal lacks, and the file ends byte-exact.
+#[test]
+fn an_interrupted_transfer_resumes_from_the_journal() {
+    let src = tempfile::tempdir().unwrap();
+    let f = src.path().join("data.bin");
+    write(&f, 3_000_000, 7);
+    let dst = tempfile::tempdir().unwrap();
+    let blocks = 3_000_000u64.div_ceil(64 << 10);
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    let mut o = send_opts(vec![f.clone()], addr, "k", 2);
+    o.block_size = 64 << 10;
+    o.stop_after_blocks = Some(20);
+    assert!(send(&o).is_err());
+    assert!(h.join().unwrap().is_err());
+    assert!(dst.path().join(".data.bin.longhaul-part").exists());
+    assert!(!dst.path().join("data.bin").exists());
+    // The receiver's session ended when the control channel did; its channel
+    // threads may still be writing the last blocks they took: give them a moment.
+    let journal_path = dst.path().join(".data.bin.longhaul-journal");
+    let mut journal = String::new();
+    for _ in 0..100 {
+        journal = std::fs::read_to_string(&journal_path).unwrap();
+        if journal.lines().count() > 20 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let kept = journal.lines().count() as u64 - 1;
+    // The channels had delivered the 20 blocks they were given before the sender
+    // left (it closes them cleanly); a real crash loses what was in flight.
+    assert_eq!(kept, 20, "{journal}");
+
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    o.dest = addr;
+    o.stop_after_blocks = None;
+    let sent = send(&o).expect("resume");
+    h.join().unwrap().expect("receive");
+    assert_eq!(sent.skipped, kept);
+    assert_eq!(sent.blocks, blocks - kept);
+    assert!(std::fs::read(&f).unwrap() == std::fs::read(dst.path().join("data.bin")).unwrap());
+    assert!(!dst.path().join(".data.bin.longhaul-journal").exists());
 }

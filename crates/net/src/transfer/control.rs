@@ -57,6 +57,10 @@ pub enum Msg {
     Accept {
         /// Ports on the receiver's address.
         ports: Vec<u16>,
+        /// Per file, the offsets of blocks the receiver already holds from an
+        /// interrupted session: the sender does not send them again.
+        #[serde(default)]
+        have: Vec<Vec<u64>>,
     },
     /// Receiver: no, and why.
     Reject {

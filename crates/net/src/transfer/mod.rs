@@ -20,7 +20,13 @@
 //! arrival is asked for again (`Resend`) once the channels are done, and comes back
 //! on the control channel (`Block` and its bytes), up to three rounds.
 //!
-//! Not yet (issue 8): resume and its journal, concurrency and
+//! Resume: the receiver appends every checked block to `.NAME.longhaul-journal`.
+//! After an interrupted session the part file and the journal stay, and the next
+//! session of the same file and block size tells the sender which blocks it holds
+//! (`Accept.have`). The sender reads and hashes those for the digest but does not
+//! send them.
+//!
+//! Not yet (issue 8): a kill -9 test across processes, concurrency and
 //! pipelining as separate knobs (every channel takes the next block of any file,
 //! so files follow each other without a round trip and small files share the
 //! channels' streams), batched socket I/O.

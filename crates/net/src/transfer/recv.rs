@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -59,6 +59,9 @@ const MAX_BLOCK: u32 = 256 << 20;
 struct Incoming {
     path: PathBuf,
     part: PathBuf,
+    /// Blocks written and checked, one line each, so that a new session can resume.
+    journal_path: PathBuf,
+    journal: File,
     file: File,
     size: u64,
     received: u64,
@@ -74,6 +77,44 @@ fn random_nonce() -> Result<[u8; 32], TransferError> {
         .and_then(|mut f| f.read_exact(&mut n))
         .map_err(TransferError::io("reading /dev/urandom"))?;
     Ok(n)
+}
+
+/// Appends a checked block to its file's journal.
+fn journal(f: &mut Incoming, offset: u64, hash: &[u8]) -> Result<(), TransferError> {
+    writeln!(f.journal, "{offset} {}", hex(hash))
+        .map_err(TransferError::io(f.journal_path.display().to_string()))
+}
+
+/// The blocks a journal records for a file of `size` bytes in `block_size` blocks,
+/// or `None` if there is none or it belongs to another file or block size. A
+/// torn last line (a crash while writing it) is ignored.
+fn read_journal(
+    path: &std::path::Path,
+    size: u64,
+    block_size: u32,
+) -> Option<BTreeMap<u64, [u8; 32]>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    if lines.next()? != format!("longhaul-journal 1 {size} {block_size}") {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for l in lines {
+        let Some((o, h)) = l.split_once(' ') else {
+            break;
+        };
+        let (Ok(o), Some(h)) = (
+            o.parse::<u64>(),
+            unhex(h).and_then(|h| <[u8; 32]>::try_from(h).ok()),
+        ) else {
+            break;
+        };
+        if o >= size || o % u64::from(block_size) != 0 {
+            return None;
+        }
+        out.insert(o, h);
+    }
+    Some(out)
 }
 
 /// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended before the
@@ -208,6 +249,7 @@ pub fn receive(
         return Err(refuse(&mut ctl, e));
     }
     let mut incoming = vec![];
+    let mut have = vec![];
     for (path, size) in targets {
         let parent = path
             .parent()
@@ -217,21 +259,44 @@ pub fn receive(
             .map_err(TransferError::io(parent.display().to_string()))?;
         let name = path.file_name().expect("a file name").to_string_lossy();
         let part = parent.join(format!(".{name}.longhaul-part"));
+        let journal_path = parent.join(format!(".{name}.longhaul-journal"));
+        // A journal from an interrupted session of the same file and block size
+        // says which blocks the part file already holds, checked on arrival.
+        let kept = read_journal(&journal_path, size, block_size).filter(|_| part.exists());
         let file = OpenOptions::new()
             .create(true)
-            .truncate(true)
+            .truncate(kept.is_none())
             .write(true)
             .open(&part)
             .map_err(TransferError::io(part.display().to_string()))?;
         file.set_len(size)
             .map_err(TransferError::io(part.display().to_string()))?;
+        let hashes = kept.unwrap_or_default();
+        let mut journal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&journal_path)
+            .map_err(TransferError::io(journal_path.display().to_string()))?;
+        if hashes.is_empty() {
+            journal
+                .set_len(0)
+                .and_then(|()| writeln!(journal, "longhaul-journal 1 {size} {block_size}"))
+                .map_err(TransferError::io(journal_path.display().to_string()))?;
+        }
+        have.push(hashes.keys().copied().collect::<Vec<u64>>());
+        let received = hashes
+            .keys()
+            .map(|&o| (size - o).min(u64::from(block_size)))
+            .sum();
         incoming.push(Incoming {
             path,
             part,
+            journal_path,
+            journal,
             file,
             size,
-            received: 0,
-            hashes: BTreeMap::new(),
+            received,
+            hashes,
             corrupt: vec![],
         });
     }
@@ -247,7 +312,7 @@ pub fn receive(
         .iter()
         .map(Listener::port)
         .collect::<Result<Vec<_>, _>>()?;
-    ctl.send(&Msg::Accept { ports })?;
+    ctl.send(&Msg::Accept { ports, have })?;
     let mut threads = vec![];
     for (c, l) in listeners.into_iter().enumerate() {
         let cfg = UdtConnConfig {
@@ -309,6 +374,7 @@ pub fn receive(
                         .write_all_at(data, b.offset)
                         .map_err(TransferError::io(f.part.display().to_string()))?;
                     f.received += u64::from(b.len);
+                    journal(f, b.offset, trailer)?;
                 } else {
                     f.corrupt.push((b.offset, b.len));
                 }
@@ -388,6 +454,7 @@ pub fn receive(
                 f.received += u64::from(len);
                 f.hashes
                     .insert(offset, trailer.try_into().expect("32 bytes"));
+                journal(f, offset, trailer)?;
                 refetched += 1;
             } else {
                 f.corrupt.push((offset, len));
@@ -410,11 +477,17 @@ pub fn receive(
                 .map_err(TransferError::io(f.part.display().to_string()))?;
             std::fs::rename(&f.part, &f.path)
                 .map_err(TransferError::io(f.path.display().to_string()))?;
+            let _ = std::fs::remove_file(&f.journal_path);
             ok_files += 1;
             bytes += f.size;
-        } else {
+        } else if failure.is_none() {
+            // The blocks were all there and the digest still differs: nothing to
+            // resume from.
             let _ = std::fs::remove_file(&f.part);
+            let _ = std::fs::remove_file(&f.journal_path);
         }
+        // After a failed channel the part file and its journal stay: a new session
+        // of the same files resumes from them.
         ctl.send(&Msg::FileDone {
             file: i as u32,
             ok: good,

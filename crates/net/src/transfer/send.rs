@@ -41,6 +41,9 @@ pub struct SendOptions {
     pub impair: Option<Impairment>,
     /// Counts the file bytes handed to the channels, for a progress display.
     pub progress: Option<Arc<AtomicU64>>,
+    /// Stop after handing this many blocks to the channels, dropping the session
+    /// as a crash would (tests of resume).
+    pub stop_after_blocks: Option<u64>,
 }
 
 /// What a send did.
@@ -54,6 +57,8 @@ pub struct SendSummary {
     pub blocks: u64,
     /// Blocks sent again because they arrived damaged.
     pub resent: u64,
+    /// Blocks not sent because the receiver held them from an interrupted session.
+    pub skipped: u64,
 }
 
 /// The files under `paths`: (source, name at the receiver, size), sorted by name.
@@ -103,13 +108,30 @@ struct Work {
     blocks: Option<FileBlocks>,
     sizes: Vec<u64>,
     block_size: u32,
+    /// Per file, the blocks the receiver holds already (by offset).
+    have: Vec<std::collections::HashSet<u64>>,
+    /// Blocks handed out to be sent, and the most that may be (a test's crash).
+    sent: u64,
+    limit: u64,
 }
 
 impl Work {
-    fn next(&mut self) -> Option<BlockRepr> {
+    /// The next block, and whether the receiver holds it already (then it is only
+    /// read and hashed, for the file's digest).
+    fn next(&mut self) -> Option<(BlockRepr, bool)> {
         loop {
             if let Some(b) = self.blocks.as_mut().and_then(Iterator::next) {
-                return Some(b);
+                let held = self
+                    .have
+                    .get(b.file as usize)
+                    .is_some_and(|h| h.contains(&b.offset));
+                if !held {
+                    if self.sent == self.limit {
+                        return None;
+                    }
+                    self.sent += 1;
+                }
+                return Some((b, held));
             }
             if self.file >= self.sizes.len() {
                 return None;
@@ -166,8 +188,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         block_size: opts.block_size,
         transport: opts.transport,
     })?;
-    let ports = match ctl.recv()? {
-        Msg::Accept { ports } if ports.len() == usize::from(opts.channels) => ports,
+    let (ports, have) = match ctl.recv()? {
+        Msg::Accept { ports, have } if ports.len() == usize::from(opts.channels) => (ports, have),
         Msg::Reject { reason } => {
             return Err(TransferError::Protocol(format!(
                 "the receiver refused: {reason}"
@@ -185,6 +207,14 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         blocks: None,
         sizes: sizes.clone(),
         block_size: opts.block_size,
+        have: (0..files.len())
+            .map(|i| {
+                have.get(i)
+                    .map_or_else(Default::default, |h| h.iter().copied().collect())
+            })
+            .collect(),
+        sent: 0,
+        limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
     }));
     // Block hashes per file, by block number: the file digest hashes them in order.
     let hashes: Arc<Mutex<Vec<Vec<[u8; 32]>>>> = Arc::new(Mutex::new(
@@ -207,7 +237,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         let transport = opts.transport;
         let progress = opts.progress.clone();
         threads.push(thread::spawn(
-            move || -> Result<(u64, u64), TransferError> {
+            move || -> Result<(u64, u64, u64), TransferError> {
                 let mut s = DataChannel::connect(transport, addr, cfg, timeout)?;
                 if let (Some(i), Some(u)) = (impair, s.udt()) {
                     u.impair(Impairment {
@@ -217,9 +247,9 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 }
                 let mut open: HashMap<u32, File> = HashMap::new();
                 let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
-                let (mut bytes, mut blocks) = (0, 0);
+                let (mut bytes, mut blocks, mut skipped) = (0, 0, 0);
                 loop {
-                    let Some(b) = work.lock().expect("no panics hold it").next() else {
+                    let Some((b, held)) = work.lock().expect("no panics hold it").next() else {
                         break;
                     };
                     let f = match open.entry(b.file) {
@@ -244,6 +274,10 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
                     hashes.lock().expect("no panics hold it")[b.file as usize]
                         [(b.offset / u64::from(block_size)) as usize] = h;
+                    if held {
+                        skipped += 1;
+                        continue;
+                    }
                     s.write_all(&buf[..HEADER_LEN + n + 32])?;
                     bytes += u64::from(b.len);
                     if let Some(p) = &progress {
@@ -253,23 +287,30 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 }
                 s.write_all(&END_OF_CHANNEL)?;
                 s.finish(timeout.max(Duration::from_secs(60)))?;
-                Ok((bytes, blocks))
+                Ok((bytes, blocks, skipped))
             },
         ));
     }
-    let (mut bytes, mut blocks) = (0, 0);
+    let (mut bytes, mut blocks, mut skipped) = (0, 0, 0);
     let mut failure = None;
     for t in threads {
         match t.join().expect("channel thread") {
-            Ok((b, n)) => {
+            Ok((b, n, k)) => {
                 bytes += b;
                 blocks += n;
+                skipped += k;
             }
             Err(e) => failure = failure.or(Some(e)),
         }
     }
     if let Some(e) = failure {
         return Err(e);
+    }
+    if opts.stop_after_blocks.is_some_and(|l| blocks >= l) {
+        // A test's crash: leave without the digests; the receiver keeps what came.
+        return Err(TransferError::Protocol(format!(
+            "stopped after {blocks} blocks, as asked"
+        )));
     }
     let hashes = hashes.lock().expect("no panics hold it");
     for (i, hs) in hashes.iter().enumerate() {
@@ -326,5 +367,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         bytes,
         blocks,
         resent,
+        skipped,
     })
 }

@@ -605,3 +605,91 @@ fn send_and_recv_over_loopback() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("token"), "{}", stderr(&o));
 }
+
+/// kill -9 of the sender mid-transfer: the receiver exits (1) and keeps the part
+/// file and its journal; the same `send` to a new `recv` resumes, sends only the
+/// blocks the journal lacks, and the file ends byte-exact.
+#[test]
+fn a_killed_sender_resumes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..200_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(dir.path().join("big.bin"), &data).unwrap();
+    std::fs::write(dir.path().join("tok"), "k\n").unwrap();
+    let serve = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args([
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                "tok",
+                "dst",
+            ])
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect(&line)
+            .to_string();
+        std::thread::spawn(move || std::io::Read::read_to_string(&mut err, &mut String::new()));
+        (child, addr)
+    };
+    let send = |addr: &str| {
+        Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args([
+                "send",
+                "--token-file",
+                "tok",
+                "--channels",
+                "2",
+                "--block-size",
+                "1MiB",
+                "--json",
+                "big.bin",
+                addr,
+            ])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut recv, addr) = serve();
+    let mut sender = send(&addr);
+    // Wait until some blocks are journaled, then kill the sender outright.
+    let journal = dir.path().join("dst/.big.bin.longhaul-journal");
+    let deadline = std::time::Duration::from_secs(30);
+    let mut waited = std::time::Duration::ZERO;
+    while std::fs::read_to_string(&journal).map_or(0, |j| j.lines().count()) < 30 {
+        assert!(waited < deadline, "no progress");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += std::time::Duration::from_millis(20);
+    }
+    sender.kill().unwrap(); // SIGKILL
+    sender.wait().unwrap();
+    assert_eq!(recv.wait().unwrap().code(), Some(1));
+    assert!(!dir.path().join("dst/big.bin").exists());
+    let kept = std::fs::read_to_string(&journal).unwrap().lines().count() as u64 - 1;
+    assert!(kept >= 29 && kept < 191, "{kept} of 191 blocks kept");
+
+    let (recv, addr) = serve();
+    let o = send(&addr).wait_with_output().unwrap();
+    assert!(o.status.success());
+    let mut recv = recv;
+    assert!(recv.wait().unwrap().success());
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["resumed_blocks"], kept);
+    assert_eq!(summary["blocks"], 191 - kept);
+    assert!(std::fs::read(dir.path().join("dst/big.bin")).unwrap() == data);
+}

@@ -26,7 +26,7 @@
 //! (`Accept.have`). The sender reads and hashes those for the digest but does not
 //! send them.
 //!
-//! Not yet (issue 8): a kill -9 test across processes, concurrency and
+//! Not yet (issue 8): concurrency and
 //! pipelining as separate knobs (every channel takes the next block of any file,
 //! so files follow each other without a round trip and small files share the
 //! channels' streams), batched socket I/O.

@@ -681,7 +681,7 @@ fn a_killed_sender_resumes() {
     assert_eq!(recv.wait().unwrap().code(), Some(1));
     assert!(!dir.path().join("dst/big.bin").exists());
     let kept = std::fs::read_to_string(&journal).unwrap().lines().count() as u64 - 1;
-    assert!(kept >= 29 && kept < 191, "{kept} of 191 blocks kept");
+    assert!((29..191).contains(&kept), "{kept} of 191 blocks kept");
 
     let (recv, addr) = serve();
     let o = send(&addr).wait_with_output().unwrap();

@@ -480,13 +480,52 @@ pcap = ["link0", "link0.rev"]
     assert!(fwd.contains("1468") && fwd.contains("24"), "{fwd}");
 }
 
+/// Starts `longhaul recv --json OUT` in `cwd` with the token file `tok` on a free
+/// port; returns the process, its address, and a thread that collects the rest of
+/// its stderr (kept open: a receiver writing its error to a closed pipe would die
+/// of it).
+fn spawn_recv(
+    cwd: &Path,
+    out: &str,
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args([
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            "tok",
+            "--json",
+            out,
+        ])
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect(&line)
+        .to_string();
+    let drain = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+        rest
+    });
+    (child, addr, drain)
+}
+
 /// `longhaul recv` and `longhaul send` on loopback: a tree arrives byte-exact and
 /// both exit 0 (with `--json` summaries); a wrong token fails both (exit 1) with
 /// nothing written; a missing source or token is bad input (exit 2).
 #[test]
 fn send_and_recv_over_loopback() {
-    use std::io::{BufRead, BufReader};
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     std::fs::create_dir_all(src.join("sub")).unwrap();
@@ -497,38 +536,7 @@ fn send_and_recv_over_loopback() {
     std::fs::write(src.join("sub/small.txt"), b"hello").unwrap();
     std::fs::write(dir.path().join("tok"), "right\n").unwrap();
     std::fs::write(dir.path().join("bad"), "wrong\n").unwrap();
-    let serve = |out: &str| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
-            .args([
-                "recv",
-                "--listen",
-                "127.0.0.1:0",
-                "--token-file",
-                "tok",
-                "--json",
-                out,
-            ])
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        // Kept open: a receiver writing its error to a closed pipe would die of it.
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect(&line)
-            .to_string();
-        let drain = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-            rest
-        });
-        (child, addr, drain)
-    };
+    let serve = |out: &str| spawn_recv(dir.path(), out);
     let (recv, addr, _) = serve("dst");
     let o = longhaul(
         &[
@@ -611,7 +619,6 @@ fn send_and_recv_over_loopback() {
 /// blocks the journal lacks, and the file ends byte-exact.
 #[test]
 fn a_killed_sender_resumes() {
-    use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let data: Vec<u8> = (0..200_000_000u32)
@@ -620,29 +627,7 @@ fn a_killed_sender_resumes() {
     std::fs::write(dir.path().join("big.bin"), &data).unwrap();
     std::fs::write(dir.path().join("tok"), "k\n").unwrap();
     let serve = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
-            .args([
-                "recv",
-                "--listen",
-                "127.0.0.1:0",
-                "--token-file",
-                "tok",
-                "dst",
-            ])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect(&line)
-            .to_string();
-        std::thread::spawn(move || std::io::Read::read_to_string(&mut err, &mut String::new()));
+        let (child, addr, _) = spawn_recv(dir.path(), "dst");
         (child, addr)
     };
     let send = |addr: &str| {

@@ -8,36 +8,27 @@
 //! a short snap length would, and the checksums are those of a zero-filled payload.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter};
 use std::path::Path;
 
 use longhaul_proto::Instant;
+use longhaul_wire::pcap::PcapFile;
 use longhaul_wire::sctp::SctpPacket;
 use longhaul_wire::{Ipv4Address, Ipv4Packet, TcpPacket, UdpPacket};
 
 use crate::packet::Packet;
 
-const LINKTYPE_RAW: u32 = 101;
-
 /// Writes one pcap file.
 #[derive(Debug)]
 pub struct PcapWriter {
-    out: BufWriter<File>,
-    error: Option<io::Error>,
+    file: PcapFile<BufWriter<File>>,
 }
 
 impl PcapWriter {
     /// Creates `path` and writes the file header (nanosecond timestamps).
     pub fn create(path: &Path) -> io::Result<Self> {
-        let mut out = BufWriter::new(File::create(path)?);
-        out.write_all(&0xa1b2_3c4du32.to_le_bytes())?; // nanosecond-resolution magic
-        out.write_all(&2u16.to_le_bytes())?;
-        out.write_all(&4u16.to_le_bytes())?;
-        out.write_all(&0i32.to_le_bytes())?;
-        out.write_all(&0u32.to_le_bytes())?;
-        out.write_all(&65535u32.to_le_bytes())?;
-        out.write_all(&LINKTYPE_RAW.to_le_bytes())?;
-        Ok(PcapWriter { out, error: None })
+        let file = PcapFile::new(BufWriter::new(File::create(path)?), 65535)?;
+        Ok(PcapWriter { file })
     }
 
     /// Appends `pkt` seen at `now`. An I/O error is kept and reported by
@@ -46,7 +37,8 @@ impl PcapWriter {
         let mut hdr = pkt.hdr;
         let caplen = usize::from(pkt.hdr_len);
         fill_checksums(&mut hdr[..caplen]);
-        self.record(now, &hdr[..caplen], pkt.wire_len());
+        self.file
+            .record(now.as_nanos(), &hdr[..caplen], pkt.wire_len());
     }
 
     /// Appends a packet kept whole (SCTP): all of it is captured, with its IPv4
@@ -54,35 +46,12 @@ impl PcapWriter {
     pub fn write_whole(&mut self, now: Instant, datagram: &[u8]) {
         let mut d = datagram.to_vec();
         fill_checksums(&mut d);
-        self.record(now, &d, d.len() as u32);
-    }
-
-    fn record(&mut self, now: Instant, captured: &[u8], len: u32) {
-        if self.error.is_some() {
-            return;
-        }
-        let ns = now.as_nanos();
-        let rec = [
-            ((ns / 1_000_000_000) as u32).to_le_bytes(),
-            ((ns % 1_000_000_000) as u32).to_le_bytes(),
-            (captured.len() as u32).to_le_bytes(),
-            len.to_le_bytes(),
-        ];
-        let res = rec
-            .iter()
-            .try_for_each(|b| self.out.write_all(b))
-            .and_then(|_| self.out.write_all(captured));
-        if let Err(e) = res {
-            self.error = Some(e);
-        }
+        self.file.record(now.as_nanos(), &d, d.len() as u32);
     }
 
     /// Flushes the file; returns the first error met.
-    pub fn finish(mut self) -> io::Result<()> {
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        self.out.flush()
+    pub fn finish(self) -> io::Result<()> {
+        self.file.finish().map(|_| ())
     }
 }
 

@@ -24,6 +24,7 @@
 pub mod block;
 pub mod checksum;
 pub mod ipv4;
+pub mod pcap;
 pub mod sctp;
 pub mod tcp;
 pub mod udp;

@@ -1,0 +1,41 @@
+//! longhaul-emu: a user-space WAN link between network namespaces.
+//!
+//! This machine's kernel has no netem, so the emulator does netem's job in user
+//! space, the way mahimahi and Pantheon do, but in one process with one ordered
+//! pipeline per direction (`../shared/reference/emulation.md`, §6):
+//!
+//! ```text
+//!  client ns            emulator (this crate)                          server ns
+//!  app -> lh0 (TUN) -> loss -> DropTail queue -> link rate -> delay -> lh0 (TUN) -> app
+//!  app <- lh0 (TUN) <- delay <- link rate <- DropTail queue <- loss <- lh0 (TUN) <- app
+//! ```
+//!
+//! - [`link`] is the sans-IO model of one direction: given a packet's length and
+//!   arrival time it decides loss or overflow, or returns the nanosecond at which the
+//!   packet leaves the far end. It reads no clock and is tested on virtual time.
+//! - [`netns`] makes the namespaces and runs commands (or threads) inside them;
+//!   [`tun`] makes the TUN devices, whose file descriptors the emulator holds.
+//! - [`emulator`] is the real-time loop: it reads packets from both TUNs, asks the
+//!   models, and writes each packet to the other TUN when it is due (`ppoll` with a
+//!   nanosecond timeout, then a busy-poll over the last 50 µs).
+//! - [`stats`] measures what the emulator saw: per-flow throughput, one-way delay
+//!   percentiles, loss by cause, utilisation, Jain's index, and the run's health
+//!   (timer lateness, host-side TUN drops, emulator CPU).
+//!
+//! What it does not do (yet): TUN offloads (vnet headers, GSO super-packets), so each
+//! packet is one `read` and one `write` and the trusted ceiling is about a gigabit per
+//! second on two cores; IPv6; more than one client/server pair; CoDel or other AQM.
+
+pub mod clock;
+pub mod config;
+pub mod emulator;
+pub mod link;
+pub mod loss;
+pub mod netns;
+pub mod stats;
+pub mod trace;
+pub mod tun;
+
+pub use config::{DirectionConfig, EmuConfig, LinkRate, LossModel, QueueLimit};
+pub use emulator::{EmuError, Emulator, Pair};
+pub use stats::EmuReport;

@@ -1,0 +1,108 @@
+//! TUN devices: layer-3 virtual interfaces whose packets the emulator reads and
+//! writes through a file descriptor. Made with `IFF_TUN | IFF_NO_PI`, so each read
+//! or write is exactly one IP packet with no header in front, and non-blocking.
+//!
+//! The device lives in the network namespace of the thread that creates it (see
+//! [`crate::netns::Netns::run`]); its file descriptor works from any thread.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+/// One TUN device, removed when dropped (it is not persistent).
+#[derive(Debug)]
+pub struct Tun {
+    file: File,
+    name: String,
+}
+
+impl Tun {
+    /// Creates the device `name` in the calling thread's network namespace.
+    pub fn create(name: &str) -> io::Result<Tun> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('/') {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{name}` is not a valid interface name (1 to 15 bytes, no '/')"),
+            ));
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open("/dev/net/tun")
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot open /dev/net/tun: {e} (is the tun module loaded, and are we root?)"))
+            })?;
+        let mut ifr_name = [0 as libc::c_char; libc::IFNAMSIZ];
+        for (d, s) in ifr_name.iter_mut().zip(name.bytes()) {
+            *d = s as libc::c_char;
+        }
+        // Start from a fully initialised union (its largest member zeroed), then set
+        // the one field TUNSETIFF reads. Writing a union field is safe.
+        let mut req = libc::ifreq {
+            ifr_name,
+            ifr_ifru: libc::__c_anonymous_ifr_ifru {
+                ifru_map: libc::__c_anonymous_ifru_map {
+                    mem_start: 0,
+                    mem_end: 0,
+                    base_addr: 0,
+                    irq: 0,
+                    dma: 0,
+                    port: 0,
+                },
+            },
+        };
+        req.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+        // SAFETY: the descriptor is an open /dev/net/tun that `file` owns for the
+        // whole call; TUNSETIFF reads and writes one `struct ifreq`, and `req` is a
+        // fully initialised `libc::ifreq` (the kernel's layout) that lives on this
+        // stack frame until the call returns. No pointer outlives the call.
+        #[allow(unsafe_code)]
+        let rc = unsafe {
+            libc::ioctl(
+                file.as_raw_fd(),
+                libc::TUNSETIFF,
+                &mut req as *mut libc::ifreq,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("cannot create TUN device `{name}`: {e}"),
+            ));
+        }
+        let got: Vec<u8> = req
+            .ifr_name
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        Ok(Tun {
+            file,
+            name: String::from_utf8_lossy(&got).into_owned(),
+        })
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Reads one packet into `buf`; `WouldBlock` when none is waiting.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        (&self.file).read(buf)
+    }
+
+    /// Writes one packet.
+    pub fn send(&self, packet: &[u8]) -> io::Result<usize> {
+        (&self.file).write(packet)
+    }
+}
+
+impl AsFd for Tun {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}

@@ -1,0 +1,282 @@
+//! The emulator between real namespaces, checked against what it was told to do.
+//!
+//! These tests need root, `/dev/net/tun` and iproute2; they make their own
+//! namespaces (`lh-<pid>-*`) and remove them. They are real-time measurements, so
+//! they run one at a time (a lock) and each is bounded (a few seconds to 30 s).
+//! Tolerances are stated where they are checked.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use longhaul_emu::clock::Clock;
+use longhaul_emu::emulator::{CLIENT_ADDR, SERVER_ADDR};
+use longhaul_emu::{netns, EmuConfig, EmuReport, Emulator, LossModel, Pair};
+use longhaul_proto::{Bandwidth, Duration as PDuration};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Takes the lock and checks the machine can run namespace tests.
+fn prerequisites() -> std::sync::MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the emulator tests need root (network namespaces and TUN devices)"
+    );
+    assert!(
+        std::path::Path::new("/dev/net/tun").exists(),
+        "the emulator tests need /dev/net/tun"
+    );
+    guard
+}
+
+/// Runs the emulator for `cfg` while `work` runs; returns the report and what
+/// `work` returned. The namespaces are gone when this returns.
+fn with_emulator<R>(cfg: EmuConfig, work: impl FnOnce(&Pair) -> R) -> (EmuReport, R) {
+    let pair = Pair::create(cfg.mtu).expect("namespaces and TUNs");
+    let names = [
+        pair.client.name().to_string(),
+        pair.server.name().to_string(),
+    ];
+    let emu = Emulator::new(cfg, Duration::from_millis(100)).expect("valid config");
+    let stop = AtomicBool::new(false);
+    let (report, r) = thread::scope(|s| {
+        let h = s.spawn(|| emu.run(&pair, &stop));
+        let r = work(&pair);
+        stop.store(true, Ordering::Relaxed);
+        (h.join().expect("emulator thread").expect("emulator run"), r)
+    });
+    drop(pair);
+    let left = netns::list();
+    for n in names {
+        assert!(!left.contains(&n), "namespace {n} was left behind");
+    }
+    (report, r)
+}
+
+/// What a constant-rate UDP probe saw at the receiver.
+#[derive(Debug, Default)]
+struct Probe {
+    sent: u64,
+    received: u64,
+    /// Constant-rate packets received (the warm-up left out).
+    rate_packets: u64,
+    /// One-way delays of the constant-rate packets.
+    owds: Vec<u64>,
+    first_ns: u64,
+    last_ns: u64,
+    min_owd_ns: u64,
+}
+
+const PROBE_PORT: u16 = 9000;
+const WARM_UP: u8 = 1;
+/// Packets sent 2 ms apart before the constant rate starts: they cross an empty
+/// queue, so the smallest one-way delay is measured at any probe rate, on warm
+/// kernel paths.
+const WARM_UPS: u64 = 50;
+
+/// Sends `ip_len`-byte UDP packets from client to server at `rate_bps` (counting IP
+/// bytes) for `secs`, each stamped with the send time on a clock shared with the
+/// receiver, which is in the same process.
+fn cbr(pair: &Pair, rate_bps: f64, ip_len: usize, secs: f64) -> Probe {
+    let clock = Clock::new();
+    let done = Arc::new(AtomicBool::new(false));
+    let rx = {
+        let done = done.clone();
+        pair.server.spawn(move || {
+            let sock = UdpSocket::bind(SocketAddr::from((SERVER_ADDR, PROBE_PORT))).unwrap();
+            // 8 MB of receive buffer (forced past rmem_max: we are root), so a receiver
+            // thread descheduled for a while loses nothing the emulator delivered.
+            nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &(8 << 20))
+                .unwrap();
+            sock.set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            let mut p = Probe {
+                min_owd_ns: u64::MAX,
+                ..Probe::default()
+            };
+            let mut buf = [0u8; 2048];
+            let mut idle = 0;
+            loop {
+                match sock.recv(&mut buf) {
+                    Ok(n) => {
+                        let now = clock.now().as_nanos();
+                        assert_eq!(n, ip_len - 28);
+                        let sent = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+                        let owd = now - sent;
+                        p.min_owd_ns = p.min_owd_ns.min(owd);
+                        p.received += 1;
+                        if buf[16] == WARM_UP {
+                            continue;
+                        }
+                        if p.rate_packets == 0 {
+                            p.first_ns = now;
+                        }
+                        p.last_ns = now;
+                        p.rate_packets += 1;
+                        p.owds.push(owd);
+                        idle = 0;
+                    }
+                    Err(_) => {
+                        if done.load(Ordering::Relaxed) {
+                            idle += 1;
+                            // 0.5 s of silence after the sender stopped.
+                            if idle >= 10 {
+                                return p;
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(100));
+    let tx = pair.client.spawn(move || {
+        let _ = nix::sys::prctl::set_timerslack(1);
+        let sock = UdpSocket::bind(SocketAddr::from((CLIENT_ADDR, 0))).unwrap();
+        sock.connect(SocketAddr::from((SERVER_ADDR, PROBE_PORT)))
+            .unwrap();
+        let gap = (ip_len as f64 * 8.0 / rate_bps * 1e9) as u64;
+        let n = (secs * 1e9 / gap as f64) as u64;
+        let mut payload = vec![0u8; ip_len - 28];
+        payload[16] = WARM_UP;
+        for k in 0..WARM_UPS {
+            payload[8..16].copy_from_slice(&clock.now().as_nanos().to_le_bytes());
+            sock.send(&payload).unwrap();
+            thread::sleep(Duration::from_nanos(2_000_000 + k));
+        }
+        payload[16] = 0;
+        let start = clock.now().as_nanos();
+        for k in 0..n {
+            let due = start + k * gap;
+            loop {
+                let now = clock.now().as_nanos();
+                if now >= due {
+                    break;
+                }
+                // Sleep (with a 1 ns timer slack) until 50 µs before the send time,
+                // then spin: a sender that spins all the time would take a core
+                // from the emulator on a two-core machine.
+                if due - now > 100_000 {
+                    thread::sleep(Duration::from_nanos(due - now - 50_000));
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            payload[..8].copy_from_slice(&k.to_le_bytes());
+            payload[8..16].copy_from_slice(&clock.now().as_nanos().to_le_bytes());
+            sock.send(&payload).unwrap();
+        }
+        WARM_UPS + n
+    });
+    let sent = tx.join().unwrap().unwrap();
+    done.store(true, Ordering::Relaxed);
+    let mut p = rx.join().unwrap().unwrap();
+    p.sent = sent;
+    p
+}
+
+#[test]
+fn udp_probes_see_the_configured_rate_delay_and_queue() {
+    let _g = prerequisites();
+    let rate = 40e6;
+    let delay_ms = 10;
+    let ip_len = 1000;
+    for factor in [0.5, 1.0, 2.0] {
+        let cfg = EmuConfig::symmetric(
+            Bandwidth::from_bps(rate as u64),
+            PDuration::from_millis(delay_ms),
+            0.0,
+            1,
+        );
+        let (report, p) = with_emulator(cfg, |pair| cbr(pair, rate * factor, ip_len, 3.0));
+        let got = (p.rate_packets - 1) as f64 * ip_len as f64 * 8.0
+            / ((p.last_ns - p.first_ns) as f64 * 1e-9);
+        let want = rate * factor.min(1.0);
+        // Delivered rate within 1 % of min(offered, link).
+        assert!(
+            (got / want - 1.0).abs() < 0.01,
+            "{factor}x: delivered {got:.0} b/s, expected {want:.0}"
+        );
+        // The smallest one-way delay is the propagation delay plus one packet's
+        // serialisation, within 100 µs.
+        let ser_ns = ip_len as f64 * 8.0 / rate * 1e9;
+        let base = delay_ms as f64 * 1e6 + ser_ns;
+        let err_us = (p.min_owd_ns as f64 - base) * 1e-3;
+        assert!(
+            err_us.abs() < 100.0,
+            "{factor}x: min OWD off by {err_us:.1} µs"
+        );
+        // Drops only from queue overflow, and only when offered above the rate.
+        let up = &report.up;
+        assert_eq!(up.lost_random, 0);
+        assert_eq!(report.health.tun_drops, [0, 0], "{:?}", report.health);
+        assert_eq!(p.received + up.lost_queue, p.sent, "{factor}x: {up:?}");
+        if factor <= 1.0 {
+            assert_eq!(up.lost_queue, 0, "{factor}x");
+        } else {
+            assert!(
+                up.lost_queue as f64 > 0.4 * p.sent as f64,
+                "{factor}x: {}",
+                up.lost_queue
+            );
+            // Overloaded, the queue stays full: the median delay is the propagation
+            // delay plus a full queue (one BDP, 20 ms here) drained at the link rate,
+            // within 2 %.
+            let full = report.up.peak_queue_bytes as f64 * 8.0 / rate * 1e9;
+            let want = delay_ms as f64 * 1e6 + full;
+            let mut owds = p.owds.clone();
+            owds.sort_unstable();
+            let median = owds[owds.len() / 2] as f64;
+            assert!(
+                (median / want - 1.0).abs() < 0.02,
+                "{factor}x: median OWD {median} vs {want}"
+            );
+            assert!(
+                (full / 20e6 - 1.0).abs() < 0.02,
+                "the queue held {full} ns, not one BDP"
+            );
+        }
+        eprintln!(
+            "{factor}x: delivered {:.3} Mb/s, min OWD error {err_us:.1} µs, lateness p99 {:.1} µs, \
+             cpu {:.0} %",
+            got / 1e6,
+            report.health.lateness_us_p99,
+            report.health.cpu_fraction * 100.0
+        );
+    }
+}
+
+#[test]
+fn bernoulli_loss_is_inside_the_binomial_interval() {
+    let _g = prerequisites();
+    let p = 0.02;
+    let mut cfg =
+        EmuConfig::symmetric(Bandwidth::from_mbps(40), PDuration::from_millis(5), 0.0, 42);
+    cfg.up.loss = LossModel::Bernoulli { p };
+    let (report, probe) = with_emulator(cfg, |pair| cbr(pair, 20e6, 1000, 3.0));
+    let up = &report.up;
+    let n = up.packets_in as f64;
+    let k = up.lost_random as f64;
+    // 99 % binomial interval: n·p ± 2.576·sqrt(n·p·(1-p)).
+    let half = 2.576 * (n * p * (1.0 - p)).sqrt();
+    assert!(
+        (k - n * p).abs() <= half,
+        "lost {k} of {n}, expected {} ± {half:.1}",
+        n * p
+    );
+    assert_eq!(
+        up.packets_in,
+        probe.sent,
+        "{:#?}",
+        up.flows
+            .iter()
+            .map(|f| (&f.flow, f.packets_in))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(probe.received, probe.sent - up.lost_random);
+    assert_eq!(up.lost_queue, 0);
+    assert_eq!(report.down.lost_random, 0);
+}

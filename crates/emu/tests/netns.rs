@@ -5,7 +5,8 @@
 //! they run one at a time (a lock) and each is bounded (a few seconds to 30 s).
 //! Tolerances are stated where they are checked.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -15,6 +16,7 @@ use longhaul_emu::clock::Clock;
 use longhaul_emu::emulator::{CLIENT_ADDR, SERVER_ADDR};
 use longhaul_emu::{netns, EmuConfig, EmuReport, Emulator, LossModel, Pair};
 use longhaul_proto::{Bandwidth, Duration as PDuration};
+use socket2::{Domain, Socket, Type};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -279,4 +281,112 @@ fn bernoulli_loss_is_inside_the_binomial_interval() {
     assert_eq!(probe.received, probe.sent - up.lost_random);
     assert_eq!(up.lost_queue, 0);
     assert_eq!(report.down.lost_random, 0);
+}
+
+/// What a kernel TCP bulk transfer delivered: application bytes received per 100 ms,
+/// counted at the receiver from when it accepted.
+fn tcp_bulk(pair: &Pair, cc: &'static str, secs: f64) -> Vec<u64> {
+    const PORT: u16 = 5201;
+    let clock = Clock::new();
+    let listener = pair
+        .server
+        .run(|| TcpListener::bind(SocketAddr::from((SERVER_ADDR, PORT))).unwrap())
+        .unwrap();
+    let rx = pair.server.spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let start = clock.now().as_nanos();
+        let mut bins = vec![];
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = s.read(&mut buf).unwrap();
+            if n == 0 {
+                return bins;
+            }
+            let bin = ((clock.now().as_nanos() - start) / 100_000_000) as usize;
+            if bins.len() <= bin {
+                bins.resize(bin + 1, 0);
+            }
+            bins[bin] += n as u64;
+        }
+    });
+    let tx = pair.client.spawn(move || {
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        sock.set_tcp_congestion(cc.as_bytes()).unwrap();
+        sock.connect(&SocketAddr::from((SERVER_ADDR, PORT)).into())
+            .unwrap();
+        let mut s: TcpStream = sock.into();
+        let buf = vec![7u8; 1 << 20];
+        let end = clock.now().as_nanos() + (secs * 1e9) as u64;
+        while clock.now().as_nanos() < end {
+            s.write_all(&buf).unwrap();
+        }
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    });
+    tx.join().unwrap().unwrap();
+    rx.join().unwrap().unwrap()
+}
+
+/// Mean of the 100 ms bins from `from` to `to` seconds, b/s.
+fn mean_bps(bins: &[u64], from: f64, to: f64) -> f64 {
+    let (a, b) = ((from * 10.0) as usize, (to * 10.0) as usize);
+    let b = b.min(bins.len());
+    bins[a..b].iter().sum::<u64>() as f64 * 8.0 / ((b - a) as f64 * 0.1)
+}
+
+#[test]
+fn kernel_cubic_fills_a_long_fat_link() {
+    let _g = prerequisites();
+    // 100 Mb/s, 100 ms round trip, a one-BDP DropTail queue.
+    let rate = 100e6;
+    let cfg = EmuConfig::symmetric(
+        Bandwidth::from_mbps(100),
+        PDuration::from_millis(50),
+        0.0,
+        3,
+    );
+    let (report, _) = with_emulator(cfg, |pair| tcp_bulk(pair, "cubic", 14.0));
+    // Link utilisation (IP bytes the emulator delivered) after slow start, from 4 s
+    // to 13 s: above 95 %.
+    let bins = &report.up.series_bps[40..130];
+    let util = bins.iter().sum::<f64>() / bins.len() as f64 / rate;
+    eprintln!(
+        "cubic: utilisation {:.1} %, queue drops {}, lateness p99 {:.1} µs, cpu {:.0} %",
+        util * 100.0,
+        report.up.lost_queue,
+        report.health.lateness_us_p99,
+        report.health.cpu_fraction * 100.0
+    );
+    assert!(util > 0.95, "utilisation {util}");
+    assert!(report.health.valid, "{:?}", report.health);
+}
+
+#[test]
+fn kernel_reno_follows_mathis_under_random_loss() {
+    let _g = prerequisites();
+    // Reno alone on a 100 Mb/s link that it cannot fill at this loss rate; loss on
+    // the data direction only.
+    let (p, rtt_s) = (1e-3, 0.020);
+    let mut cfg = EmuConfig::symmetric(
+        Bandwidth::from_mbps(100),
+        PDuration::from_millis(10),
+        0.0,
+        11,
+    );
+    cfg.up.loss = LossModel::Bernoulli { p };
+    let (report, bins) = with_emulator(cfg, |pair| tcp_bulk(pair, "reno", 25.0));
+    let got = mean_bps(&bins, 3.0, 24.0);
+    // Mathis, Semke, Mahdavi and Ott (1997): MSS/RTT · sqrt(3/(2p)). Linux counts
+    // ACKed segments, not ACKs, so delayed ACKs do not slow its growth and the
+    // 3/2 form applies. MSS 1448: 1500 less IP, TCP and the timestamp option.
+    let mathis = 1448.0 * 8.0 / rtt_s * (1.5 / p).sqrt();
+    eprintln!(
+        "reno p={p}: {:.2} Mb/s vs Mathis {:.2} Mb/s ({:+.1} %), lost {} of {}",
+        got / 1e6,
+        mathis / 1e6,
+        (got / mathis - 1.0) * 100.0,
+        report.up.lost_random,
+        report.up.packets_in
+    );
+    assert!((got / mathis - 1.0).abs() < 0.25, "{got} vs {mathis}");
+    assert_eq!(report.up.lost_queue, 0, "the queue must not be the limit");
 }

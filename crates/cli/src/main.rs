@@ -5,6 +5,7 @@
 //! scenario file, a path or an argument), with a message naming what to fix.
 
 mod bench;
+mod emu;
 mod net;
 mod sim;
 mod transfer;
@@ -31,6 +32,8 @@ enum Command {
     Send(transfer::SendArgs),
     /// Receive files from a `longhaul send` into a directory (one session).
     Recv(transfer::RecvArgs),
+    /// Run commands in two network namespaces joined by an emulated WAN link.
+    Emu(Box<emu::EmuArgs>),
 }
 
 /// A failure, and whether it was the user's input.
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => net::run(args),
         Command::Send(args) => transfer::send_cmd(args),
         Command::Recv(args) => transfer::recv(args),
+        Command::Emu(args) => emu::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -109,6 +109,14 @@ impl Netns {
         Ok(ns)
     }
 
+    /// Takes charge of an existing namespace `name` (to remove one a dead process
+    /// left behind: dropping the result kills what runs inside and deletes it).
+    pub fn adopt(name: &str) -> Netns {
+        Netns {
+            name: name.to_string(),
+        }
+    }
+
     /// The namespace's name.
     pub fn name(&self) -> &str {
         &self.name

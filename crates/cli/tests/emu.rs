@@ -1,0 +1,199 @@
+//! `longhaul emu` end to end: a real transfer across the emulated link, teardown on
+//! SIGINT, and bad flags. Needs root, `/dev/net/tun` and iproute2; every namespace
+//! is the run's own and is checked gone afterwards. Bounded in time.
+
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("lh-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `pid` is a process that still runs (a zombie does not).
+fn running(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_transfer_crosses_a_lossy_emulated_link_byte_exact() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("in");
+    let dst = dir.path().join("out");
+    std::fs::create_dir_all(&src).unwrap();
+    // 3 MB of varied bytes.
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(src.join("f.bin"), &data).unwrap();
+    let bin = env!("CARGO_BIN_EXE_longhaul");
+    let report = dir.path().join("run.json");
+    let o = Command::new(bin)
+        .args([
+            "emu",
+            "--rate",
+            "50Mbps",
+            "--rtt",
+            "20ms",
+            "--loss-up",
+            "0.01",
+            "--seed",
+            "7",
+        ])
+        .arg("--json")
+        .arg(&report)
+        .arg("--server")
+        .arg(format!("{bin} recv {}", dst.display()))
+        .args(["--duration", "60s", "--"])
+        .args([bin, "send", "--channels", "2"])
+        .arg(src.join("f.bin"))
+        .arg("10.77.0.2")
+        .env("LONGHAUL_TOKEN", "emu-test-token")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(std::fs::read(dst.join("f.bin")).unwrap(), data);
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let up = &r["up"];
+    // The data went up through UDP (UDT) flows, and the loss model dropped some.
+    let udp_bytes: u64 = up["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["flow"].as_str().unwrap().starts_with("udp"))
+        .map(|f| f["bytes_out"].as_u64().unwrap())
+        .sum();
+    assert!(udp_bytes > 3_000_000, "{udp_bytes}");
+    assert!(up["lost_random"].as_u64().unwrap() > 0);
+    assert_eq!(r["seed"], 7);
+    assert!(stderr.contains("seed 7"), "the seed is printed: {stderr}");
+}
+
+#[test]
+fn sigint_removes_namespaces_and_processes() {
+    let _g = lock();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args(["emu", "--server", "sleep 300", "--", "sleep", "300"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait for both namespaces and their processes.
+    let mut inside = vec![];
+    for _ in 0..100 {
+        let names = namespaces_of(pid);
+        if names.len() == 2 {
+            inside = names
+                .iter()
+                .flat_map(|n| {
+                    let o = Command::new("ip")
+                        .args(["netns", "pids", n])
+                        .output()
+                        .unwrap();
+                    String::from_utf8_lossy(&o.stdout)
+                        .split_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            if inside.len() >= 2 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(inside.len() >= 2, "the commands never started: {inside:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut status = None;
+    for _ in 0..200 {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        panic!("longhaul emu did not exit within 10 s of SIGINT");
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left behind: {:?}",
+        namespaces_of(pid)
+    );
+    for p in inside {
+        assert!(!running(p), "process {p} still runs");
+    }
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("lh0"),
+        "a TUN device is left"
+    );
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    let bin = env!("CARGO_BIN_EXE_longhaul");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--rate", "fast"], "--rate"),
+        (&["--loss", "1.5"], "--loss"),
+        (&["--loss-up", "ge:0.1"], "--loss-up"),
+        (&["--queue", "lots"], "--queue"),
+        (&["--trace-up", "/nonexistent/x.trace"], "--trace-up"),
+        (&["--rtt", "100"], "--rtt"),
+    ];
+    for (args, flag) in cases {
+        let o = Command::new(bin)
+            .arg("emu")
+            .args(*args)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // A bad trace line is reported with its file and line number.
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("bad.trace");
+    std::fs::write(&t, "1\n2\nthree\n").unwrap();
+    let o = Command::new(bin)
+        .arg("emu")
+        .arg("--trace-down")
+        .arg(&t)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("bad.trace:3"), "{err}");
+}

@@ -87,6 +87,10 @@ pub struct EmuArgs {
     /// Capture every packet leaving the emulator (first 128 bytes) to a pcap file.
     #[arg(long)]
     pcap: Option<PathBuf>,
+    /// Exchange one packet per read and write with the TUN devices, instead of TCP
+    /// super-packets (virtio-net headers, TSO): slower, for comparison.
+    #[arg(long)]
+    no_offload: bool,
     /// Remove namespaces left by `longhaul emu` processes that no longer run (after a
     /// kill -9), then exit.
     #[arg(long)]
@@ -274,7 +278,10 @@ pub fn run(a: EmuArgs) -> Result<(), Failure> {
     if let Some(p) = &a.pcap {
         emu.capture(p).map_err(|e| Failure::input(anyhow!(e)))?;
     }
-    let pair = Pair::create(cfg.mtu).context("cannot set up the emulated link")?;
+    let pair = Pair::create(cfg.mtu, !a.no_offload).context("cannot set up the emulated link")?;
+    if !a.no_offload && !pair.offload() {
+        eprintln!("warning: the kernel refused TUN offloads; one packet per read and write");
+    }
     eprintln!(
         "longhaul emu: client {} (netns {}) <-> server {} (netns {}); up {} / down {}, \
          one-way delay {:?}, seed {}",
@@ -425,10 +432,12 @@ fn print_report(r: &EmuReport) {
     print_dir(&r.down);
     let h = &r.health;
     eprintln!(
-        "health: {} (lateness p99 {:.1} µs, TUN drops {:?}, emulator CPU {:.0} %)",
+        "health: {} (lateness p99 {:.1} µs, TUN drops {:?}, emulator busy {:.0} % of a core, \
+         {:.0} % with busy-polling)",
         if h.valid { "valid" } else { "INVALID" },
         h.lateness_us_p99,
         h.tun_drops,
+        h.busy_fraction * 100.0,
         h.cpu_fraction * 100.0
     );
     for p in &h.problems {

@@ -5,6 +5,7 @@
 //! scenario file, a path or an argument), with a message naming what to fix.
 
 mod bench;
+mod compare;
 mod emu;
 mod net;
 mod sim;
@@ -34,6 +35,8 @@ enum Command {
     Recv(transfer::RecvArgs),
     /// Run commands in two network namespaces joined by an emulated WAN link.
     Emu(Box<emu::EmuArgs>),
+    /// Real stacks (kernel TCP, longhaul UDT/AR-UDT) side by side over one emulated link.
+    Compare(compare::CompareArgs),
 }
 
 /// A failure, and whether it was the user's input.
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Send(args) => transfer::send_cmd(args),
         Command::Recv(args) => transfer::recv(args),
         Command::Emu(args) => emu::run(*args),
+        Command::Compare(args) => compare::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -29,6 +29,7 @@
 pub mod clock;
 pub mod config;
 pub mod emulator;
+pub mod gso;
 pub mod link;
 pub mod loss;
 pub mod netns;

@@ -394,8 +394,8 @@ impl DirReport {
 /// Whether a run can be trusted, and the readings that say so.
 #[derive(Debug, Clone, Serialize)]
 pub struct Health {
-    /// No host-side drops, timer lateness p99 under the limit, the emulator not
-    /// saturated.
+    /// No host-side drops or failed writes, timer lateness p99 under
+    /// [`LATENESS_P99_LIMIT_US`], the emulator busy less than [`BUSY_LIMIT`].
     pub valid: bool,
     /// Why not, one line per problem.
     pub problems: Vec<String>,
@@ -410,16 +410,27 @@ pub struct Health {
     pub tun_drops: [u64; 2],
     /// Writes the emulator could not complete.
     pub write_errors: u64,
-    /// Emulator thread CPU time over wall time.
+    /// Emulator thread CPU time over wall time (busy-polling included).
     pub cpu_fraction: f64,
+    /// The same without the turns that only spun toward a deadline: the share of a
+    /// core the emulator needed. Near 1, the emulator is the bottleneck.
+    pub busy_fraction: f64,
     /// Wall time of the run, s.
     pub wall_s: f64,
+    /// Whether the TUN devices ran with offloads (super-packets).
+    pub offload: bool,
+    /// Super-packets the emulator could not split (dropped).
+    pub malformed: u64,
+    /// Super-packets read, and segments they held.
+    pub super_reads: [u64; 2],
+    /// Writes that carried more than one segment, and the segments they held.
+    pub super_writes: [u64; 2],
 }
 
 /// Lateness p99 above which a run is invalid, µs.
 pub const LATENESS_P99_LIMIT_US: f64 = 100.0;
-/// CPU share above which the emulator is taken to be the bottleneck.
-pub const CPU_LIMIT: f64 = 0.9;
+/// Busy share of a core above which the emulator is taken to be the bottleneck.
+pub const BUSY_LIMIT: f64 = 0.9;
 
 impl Health {
     /// Judges a run from its readings.
@@ -427,7 +438,7 @@ impl Health {
         lateness: &Histogram<u64>,
         tun_drops: [u64; 2],
         write_errors: u64,
-        cpu_fraction: f64,
+        [cpu_fraction, busy_fraction]: [f64; 2],
         wall_s: f64,
     ) -> Health {
         let us = |q: f64| {
@@ -455,10 +466,10 @@ impl Health {
                 "timer lateness p99 {p99:.0} µs is above {LATENESS_P99_LIMIT_US} µs"
             ));
         }
-        if cpu_fraction > CPU_LIMIT {
+        if busy_fraction > BUSY_LIMIT {
             problems.push(format!(
-                "the emulator used {:.0} % of a core: it may be the bottleneck",
-                cpu_fraction * 100.0
+                "the emulator was busy {:.0} % of the time: it may be the bottleneck",
+                busy_fraction * 100.0
             ));
         }
         Health {
@@ -470,7 +481,12 @@ impl Health {
             tun_drops,
             write_errors,
             cpu_fraction,
+            busy_fraction,
             wall_s,
+            offload: false,
+            malformed: 0,
+            super_reads: [0; 2],
+            super_writes: [0; 2],
         }
     }
 }

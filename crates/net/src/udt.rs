@@ -295,6 +295,33 @@ impl UdtSocket {
         }
     }
 
+    /// Like [`read`](Self::read), but gives up after `max` with `Ok(None)`: for a
+    /// reader that must also watch something else (a stop request, a deadline).
+    pub fn read_within(
+        &mut self,
+        buf: &mut [u8],
+        max: StdDuration,
+    ) -> Result<Option<usize>, NetError> {
+        let give_up = self.clock.now() + to_proto(max);
+        loop {
+            let n = self.conn.recv(buf);
+            if n > 0 || buf.is_empty() {
+                return Ok(Some(n));
+            }
+            if self.peer_shutdown || self.conn.state() == State::Closed {
+                return if self.broken {
+                    Err(NetError::Broken)
+                } else {
+                    Ok(Some(0))
+                };
+            }
+            if self.clock.now() >= give_up {
+                return Ok(None);
+            }
+            self.step(true)?;
+        }
+    }
+
     /// Keeps answering the peer (acknowledging what it sends) until it shuts down
     /// or `max` passes: a reader that has all it wants stays until its last
     /// acknowledgements have been heard, so that the peer's close completes.

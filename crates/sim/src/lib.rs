@@ -46,7 +46,7 @@ pub mod metrics;
 pub mod output;
 pub mod packet;
 pub mod pcap;
-mod plot;
+pub mod plot;
 pub mod report;
 pub mod scenario;
 pub mod scheduler;

@@ -103,6 +103,69 @@ pub fn draw_xy(
     Ok(())
 }
 
+/// A scatter plot, one colour per series, both axes from 0 (Pantheon's
+/// throughput-against-delay plot: x is the delay, lower is better). Each series'
+/// mean is drawn as a larger ring.
+pub fn draw_scatter(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Res {
+    register_font();
+    let root = BitMapBackend::new(path, (1024, 576)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let x_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let y_max = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (i, s) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let pts = &s.points;
+        chart
+            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, color.filled())))?
+            .label(s.label.clone())
+            .legend(move |(x, y)| Circle::new((x + 9, y), 5, color.filled()));
+        if !pts.is_empty() {
+            let n = pts.len() as f64;
+            let mean = (
+                pts.iter().map(|p| p.0).sum::<f64>() / n,
+                pts.iter().map(|p| p.1).sum::<f64>() / n,
+            );
+            chart.draw_series(std::iter::once(Circle::new(mean, 9, color.stroke_width(3))))?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 /// Goodput of every flow against time.
 pub fn throughput(path: &Path, r: &RunResult) -> Res {
     let series: Vec<Series> = r

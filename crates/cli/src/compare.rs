@@ -1,0 +1,582 @@
+//! `longhaul compare`: real stacks side by side over the same emulated link.
+//!
+//! Each scheme runs alone, as Pantheon runs them: one bulk transfer from the client
+//! namespace to the server namespace for a fixed time, through a fresh emulated link
+//! per run. The kernel's TCP is asked for a congestion controller by name
+//! (`TCP_CONGESTION`); longhaul's UDT and AR-UDT run the same sans-IO engine as the
+//! simulator, over UDP. Every figure is measured by the emulator, which sees every
+//! packet, so all schemes are measured the same way.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+use longhaul_emu::clock::Clock;
+use longhaul_emu::emulator::SERVER_ADDR;
+use longhaul_emu::stats::{jain, EmuReport};
+use longhaul_emu::{EmuConfig, Emulator, LossModel, Pair, QueueLimit};
+use longhaul_net::{UdtListener, UdtSocket};
+use longhaul_proto::cc::ArUdtConfig;
+use longhaul_proto::udt::{RateControl, UdtConnConfig};
+use longhaul_sim::plot::{draw_scatter, draw_xy, Series};
+use longhaul_sim::topology::QueueSpec;
+use longhaul_sim::units::{parse_queue, parse_rate, parse_time};
+use serde::Serialize;
+
+use crate::Failure;
+
+/// Options of `longhaul compare`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Schemes: cubic, reno, bbr (the kernel's TCP, one stream); cubic-N, reno-N, bbr-N
+(N parallel kernel TCP streams); udt, ar-udt (longhaul's UDT engine over UDP).
+Random loss is applied to the data direction (client to server) only.
+
+Writes OUT/summary.json (every run), OUT/results.md (a table per path) and per path
+OUT/throughput-<rtt>-<loss>.png (throughput against time, first run of each scheme)
+and OUT/delay-<rtt>-<loss>.png (throughput against p95 one-way delay, every run).
+Runs the emulator flags invalid (host drops, timer lateness) are kept but marked.")]
+pub struct CompareArgs {
+    /// Comma-separated schemes.
+    #[arg(long, default_value = "cubic,bbr,reno,udt,ar-udt,cubic-4")]
+    schemes: String,
+    /// Link rate, each way.
+    #[arg(long, default_value = "100Mbps")]
+    rate: String,
+    /// Comma-separated round-trip propagation delays.
+    #[arg(long, default_value = "50ms,100ms,200ms")]
+    rtt: String,
+    /// Comma-separated random loss rates of the data direction.
+    #[arg(long, default_value = "0,1e-5,1e-4")]
+    loss: String,
+    /// DropTail limit: `1bdp`, `100pkts`, `1MB`.
+    #[arg(long, default_value = "1bdp")]
+    queue: String,
+    /// How long each scheme sends.
+    #[arg(long, default_value = "10s")]
+    duration: String,
+    /// Repetitions of every (path, scheme).
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// Seed of the first run's loss model; run k uses seed + k.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Output directory.
+    #[arg(long, default_value = "results/compare")]
+    out: PathBuf,
+    /// One packet per TUN read and write instead of TCP super-packets.
+    #[arg(long)]
+    no_offload: bool,
+}
+
+/// A transport to measure.
+#[derive(Debug, Clone, PartialEq)]
+enum Scheme {
+    /// The kernel's TCP with congestion control `cc`, over `streams` connections.
+    Kernel { cc: String, streams: u32 },
+    /// longhaul's UDT engine; AR-UDT when `ar`.
+    Udt { ar: bool },
+}
+
+impl Scheme {
+    fn parse(s: &str) -> Result<Scheme, String> {
+        let s = s.trim();
+        match s {
+            "udt" => return Ok(Scheme::Udt { ar: false }),
+            "ar-udt" => return Ok(Scheme::Udt { ar: true }),
+            _ => {}
+        }
+        let (cc, streams) = match s.split_once('-') {
+            Some((cc, n)) => (cc, n.parse::<u32>().ok().filter(|n| (1..=64).contains(n))),
+            None => (s, Some(1)),
+        };
+        match (cc, streams) {
+            ("cubic" | "reno" | "bbr", Some(streams)) => Ok(Scheme::Kernel {
+                cc: cc.to_string(),
+                streams,
+            }),
+            _ => Err(format!(
+                "`{s}` is not a scheme: use cubic, reno, bbr (optionally -N for N parallel \
+                 streams, 1 to 64), udt or ar-udt"
+            )),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Scheme::Kernel { cc, streams: 1 } => cc.clone(),
+            Scheme::Kernel { cc, streams } => format!("{cc}-{streams}"),
+            Scheme::Udt { ar: false } => "udt".into(),
+            Scheme::Udt { ar: true } => "ar-udt".into(),
+        }
+    }
+}
+
+/// One run's figures, as `summary.json` holds them.
+#[derive(Debug, Clone, Serialize)]
+struct Record {
+    scheme: String,
+    rtt_ms: f64,
+    loss: f64,
+    run: u32,
+    seed: u64,
+    /// Emulator-measured throughput of the data direction, first to last delivery.
+    throughput_bps: f64,
+    /// Bytes the receiving application read.
+    app_bytes: u64,
+    owd_p50_ms: f64,
+    owd_p95_ms: f64,
+    /// Packets dropped (random and queue) over packets offered, data direction.
+    loss_rate: f64,
+    queue_drops: u64,
+    /// Jain's index over the data flows (parallel streams), if more than one.
+    jain: Option<f64>,
+    valid: bool,
+    problems: Vec<String>,
+    lateness_us_p99: f64,
+    emulator_busy: f64,
+    series_bps: Vec<f64>,
+}
+
+fn bad(flag: &str, msg: impl std::fmt::Display) -> Failure {
+    Failure::input(anyhow!("--{flag}: {msg}"))
+}
+
+fn list<T>(flag: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>, Failure> {
+    let v: Vec<T> = s
+        .split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| f(x.trim()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(flag, e))?;
+    if v.is_empty() {
+        return Err(bad(flag, "the list is empty"));
+    }
+    Ok(v)
+}
+
+/// Runs `longhaul compare`.
+pub fn run(a: CompareArgs) -> Result<(), Failure> {
+    let schemes = list("schemes", &a.schemes, Scheme::parse)?;
+    let rate = parse_rate(&a.rate).map_err(|e| bad("rate", e))?;
+    let rtts = list("rtt", &a.rtt, parse_time)?;
+    let losses = list("loss", &a.loss, |s| {
+        s.parse::<f64>()
+            .ok()
+            .filter(|p| (0.0..1.0).contains(p))
+            .ok_or_else(|| format!("`{s}` is not a loss probability in [0, 1)"))
+    })?;
+    let queue = parse_queue(&a.queue).map_err(|e| bad("queue", e))?;
+    let duration = parse_time(&a.duration).map_err(|e| bad("duration", e))?;
+    if duration < Duration::from_secs(1) {
+        return Err(bad("duration", "at least 1s"));
+    }
+    if a.runs == 0 {
+        return Err(bad("runs", "at least 1"));
+    }
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| Failure::input(anyhow!("--out {}: {e}", a.out.display())))?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupted.clone()).context("signal handler")?;
+    }
+    let total = rtts.len() * losses.len() * schemes.len() * a.runs as usize;
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} runs, {elapsed} (ETA {eta}) {msg}",
+        )
+        .expect("valid template"),
+    );
+    let mut records = vec![];
+    let mut k = 0u64;
+    'all: for &rtt in &rtts {
+        for &loss in &losses {
+            for scheme in &schemes {
+                for run in 0..a.runs {
+                    if interrupted.load(Ordering::Relaxed) {
+                        break 'all;
+                    }
+                    let seed = a.seed + k;
+                    k += 1;
+                    bar.set_message(format!("{} rtt {rtt:?} loss {loss}", scheme.name()));
+                    let mut cfg = EmuConfig::symmetric(rate, rtt / 2, 0.0, seed);
+                    if loss > 0.0 {
+                        cfg.up.loss = LossModel::Bernoulli { p: loss };
+                    }
+                    let limit = match queue {
+                        QueueSpec::Bdp(n) => {
+                            QueueLimit::Bytes(((rate.bytes_in(rtt) as f64 * n) as u64).max(6000))
+                        }
+                        QueueSpec::Limit(longhaul_sim::link::QueueLimit::Packets(n)) => {
+                            QueueLimit::Packets(n)
+                        }
+                        QueueSpec::Limit(longhaul_sim::link::QueueLimit::Bytes(b)) => {
+                            QueueLimit::Bytes(b)
+                        }
+                    };
+                    cfg.up.queue = limit;
+                    cfg.down.queue = limit;
+                    let rec = one_run(cfg, !a.no_offload, scheme, duration, &interrupted)
+                        .with_context(|| {
+                            format!("{} over rtt {rtt:?}, loss {loss}", scheme.name())
+                        })?;
+                    let mut rec = rec;
+                    rec.rtt_ms = rtt.as_secs_f64() * 1e3;
+                    rec.loss = loss;
+                    rec.run = run;
+                    let line = format!(
+                        "{:<10} rtt {:>5.0} ms loss {:<7} run {run}: {:>9.2} Mb/s, p95 OWD {:>7.1} ms, loss {:.2e}{}",
+                        rec.scheme,
+                        rec.rtt_ms,
+                        loss,
+                        rec.throughput_bps / 1e6,
+                        rec.owd_p95_ms,
+                        rec.loss_rate,
+                        if rec.valid { "" } else { "  [INVALID]" }
+                    );
+                    // A hidden bar (stderr is not a terminal) drops println.
+                    if bar.is_hidden() {
+                        eprintln!("{line}");
+                    } else {
+                        bar.println(line);
+                    }
+                    records.push(rec);
+                    bar.inc(1);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    write_outputs(&a.out, &records, rate.as_bps() as f64)?;
+    eprintln!("wrote {}", a.out.join("results.md").display());
+    if interrupted.load(Ordering::Relaxed) {
+        eprintln!(
+            "interrupted after {} runs; namespaces removed",
+            records.len()
+        );
+        std::process::exit(130);
+    }
+    Ok(())
+}
+
+/// One scheme over one fresh emulated link.
+fn one_run(
+    cfg: EmuConfig,
+    offload: bool,
+    scheme: &Scheme,
+    duration: Duration,
+    interrupted: &Arc<AtomicBool>,
+) -> anyhow::Result<Record> {
+    let seed = cfg.seed;
+    let emu = Emulator::new(cfg, Duration::from_millis(100))?;
+    let pair = Pair::create(1500, offload)?;
+    let stop = AtomicBool::new(false);
+    let (report, app_bytes) = std::thread::scope(|s| -> anyhow::Result<(EmuReport, u64)> {
+        let h = s.spawn(|| emu.run(&pair, &stop));
+        let work = workload(&pair, scheme, duration, interrupted);
+        stop.store(true, Ordering::Relaxed);
+        let report = h
+            .join()
+            .map_err(|_| anyhow!("the emulator thread panicked"))??;
+        Ok((report, work?))
+    })?;
+    drop(pair);
+    let up = &report.up;
+    let data: Vec<f64> = up
+        .flows
+        .iter()
+        .filter(|f| f.packets_out >= 100)
+        .map(|f| f.throughput_bps)
+        .collect();
+    Ok(Record {
+        scheme: scheme.name(),
+        rtt_ms: 0.0,
+        loss: 0.0,
+        run: 0,
+        seed,
+        throughput_bps: up.throughput_bps,
+        app_bytes,
+        owd_p50_ms: up.owd_ms.map_or(0.0, |o| o.p50),
+        owd_p95_ms: up.owd_ms.map_or(0.0, |o| o.p95),
+        loss_rate: (up.lost_random + up.lost_queue) as f64 / up.packets_in.max(1) as f64,
+        queue_drops: up.lost_queue,
+        jain: if data.len() > 1 { jain(&data) } else { None },
+        valid: report.health.valid,
+        problems: report.health.problems.clone(),
+        lateness_us_p99: report.health.lateness_us_p99,
+        emulator_busy: report.health.busy_fraction,
+        series_bps: up.series_bps.clone(),
+    })
+}
+
+const PORT: u16 = 5201;
+
+/// Runs the scheme's senders in the client namespace for `duration` and its
+/// receivers in the server namespace; returns the bytes the receivers read.
+fn workload(
+    pair: &Pair,
+    scheme: &Scheme,
+    duration: Duration,
+    interrupted: &Arc<AtomicBool>,
+) -> anyhow::Result<u64> {
+    let clock = Clock::new();
+    let end = clock.now().as_nanos() + duration.as_nanos() as u64;
+    let done = Arc::new(AtomicBool::new(false));
+    let over = {
+        let interrupted = interrupted.clone();
+        let done = done.clone();
+        move || {
+            done.load(Ordering::Relaxed)
+                || interrupted.load(Ordering::Relaxed)
+                || clock.now().as_nanos() >= end
+        }
+    };
+    let addr = SocketAddr::from((SERVER_ADDR, PORT));
+    match scheme {
+        Scheme::Kernel { cc, streams } => {
+            let listener = pair.server.run(|| TcpListener::bind(addr))??;
+            let n = *streams;
+            let stop_rx = done.clone();
+            let rx = pair.server.spawn(move || -> anyhow::Result<u64> {
+                let mut readers = vec![];
+                for _ in 0..n {
+                    let (mut s, _) = listener.accept()?;
+                    s.set_read_timeout(Some(Duration::from_millis(100)))?;
+                    let stop = stop_rx.clone();
+                    readers.push(std::thread::spawn(move || -> u64 {
+                        let mut buf = vec![0u8; 1 << 20];
+                        let mut got = 0;
+                        loop {
+                            match s.read(&mut buf) {
+                                Ok(0) => return got,
+                                Ok(k) => got += k as u64,
+                                Err(_) if !stop.load(Ordering::Relaxed) => {}
+                                Err(_) => return got,
+                            }
+                        }
+                    }));
+                }
+                Ok(readers.into_iter().map(|r| r.join().unwrap_or(0)).sum())
+            });
+            let senders: Vec<_> = (0..n)
+                .map(|_| {
+                    let cc = cc.clone();
+                    let over = over.clone();
+                    pair.client.spawn(move || -> anyhow::Result<()> {
+                        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+                        sock.set_tcp_congestion(cc.as_bytes()).with_context(|| {
+                            format!("the kernel refused congestion control `{cc}` (see /proc/sys/net/ipv4/tcp_available_congestion_control)")
+                        })?;
+                        sock.connect(&addr.into())?;
+                        let mut s: TcpStream = sock.into();
+                        s.set_write_timeout(Some(Duration::from_millis(100)))?;
+                        let buf = vec![0x5au8; 1 << 16];
+                        while !over() {
+                            match s.write(&buf) {
+                                Ok(_) => {}
+                                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                                Err(e) => return Err(e.into()),
+                            }
+                        }
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                        Ok(())
+                    })
+                })
+                .collect();
+            let mut first_err = None;
+            for h in senders {
+                if let Err(e) = h
+                    .join()
+                    .map_err(|_| anyhow!("a sender panicked"))?
+                    .map_err(anyhow::Error::from)
+                    .and_then(|r| r)
+                {
+                    first_err.get_or_insert(e);
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+            if let Some(e) = first_err {
+                // Unblock the acceptor if a sender never connected.
+                for _ in 0..n {
+                    let _ = pair
+                        .server
+                        .run(|| TcpStream::connect_timeout(&addr, Duration::from_millis(100)));
+                }
+                let _ = rx.join();
+                return Err(e);
+            }
+            rx.join().map_err(|_| anyhow!("the receiver panicked"))??
+        }
+        Scheme::Udt { ar } => {
+            let mut cfg = UdtConnConfig::default();
+            if *ar {
+                let RateControl::Udt(c) = cfg.rate_control else {
+                    unreachable!("the default is UDT's control")
+                };
+                cfg.rate_control = RateControl::ArUdt(c, ArUdtConfig::default());
+            }
+            let listener = pair.server.run(|| UdtListener::bind(addr))??;
+            let server_cfg = UdtConnConfig {
+                socket_id: 2,
+                ..cfg
+            };
+            let stop_rx = done.clone();
+            let rx = pair.server.spawn(move || -> anyhow::Result<u64> {
+                let mut s = listener.accept(server_cfg, Duration::from_secs(10))?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut got = 0;
+                loop {
+                    match s.read_within(&mut buf, Duration::from_millis(100))? {
+                        Some(0) => return Ok(got),
+                        Some(k) => got += k as u64,
+                        None if stop_rx.load(Ordering::Relaxed) => return Ok(got),
+                        None => {}
+                    }
+                }
+            });
+            let client_cfg = UdtConnConfig {
+                socket_id: 1,
+                isn: 7919,
+                ..cfg
+            };
+            let tx = pair.client.spawn(move || -> anyhow::Result<()> {
+                let mut s = UdtSocket::connect(addr, client_cfg, Duration::from_secs(10))?;
+                let buf = vec![0x5au8; 1 << 16];
+                while !over() {
+                    s.write_all(&buf)?;
+                }
+                // Dropped unclosed: what is still buffered is not part of the run.
+                Ok(())
+            });
+            let sent = tx.join().map_err(|_| anyhow!("the sender panicked"))?;
+            done.store(true, Ordering::Relaxed);
+            let got = rx
+                .join()
+                .map_err(|_| anyhow!("the receiver panicked"))???;
+            sent??;
+            Ok(got)
+        }
+    }
+}
+
+fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len() as f64;
+    let m = xs.iter().sum::<f64>() / n;
+    let var = if xs.len() > 1 {
+        xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (m, var.sqrt())
+}
+
+fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(records)?;
+    std::fs::write(out.join("summary.json"), json + "\n")?;
+    let mut md = String::from("# longhaul compare\n\n");
+    md += &format!(
+        "Link {:.0} Mb/s each way; a fresh emulated link per run; throughput is the data \
+         direction's, first to last delivery, measured by the emulator; delay is the \
+         one-way delay inside the emulator (propagation + queue + serialisation).\n\n",
+        rate_bps / 1e6
+    );
+    let mut paths: Vec<(f64, f64)> = vec![];
+    for r in records {
+        if !paths.iter().any(|&(a, b)| a == r.rtt_ms && b == r.loss) {
+            paths.push((r.rtt_ms, r.loss));
+        }
+    }
+    for &(rtt, loss) in &paths {
+        md += &format!("## RTT {rtt:.0} ms, loss {loss}\n\n");
+        md += "| scheme | throughput Mb/s (mean ± sd) | utilisation | p95 OWD ms | loss | Jain | runs valid |\n";
+        md += "|---|---:|---:|---:|---:|---:|---:|\n";
+        let here: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.rtt_ms == rtt && r.loss == loss)
+            .collect();
+        let mut names: Vec<&str> = vec![];
+        for r in &here {
+            if !names.contains(&r.scheme.as_str()) {
+                names.push(&r.scheme);
+            }
+        }
+        let mut tput_series = vec![];
+        let mut scatter = vec![];
+        for name in &names {
+            let rs: Vec<&&Record> = here.iter().filter(|r| r.scheme == *name).collect();
+            let (m, sd) = mean_sd(
+                &rs.iter()
+                    .map(|r| r.throughput_bps / 1e6)
+                    .collect::<Vec<_>>(),
+            );
+            let (d, _) = mean_sd(&rs.iter().map(|r| r.owd_p95_ms).collect::<Vec<_>>());
+            let (l, _) = mean_sd(&rs.iter().map(|r| r.loss_rate).collect::<Vec<_>>());
+            let j: Vec<f64> = rs.iter().filter_map(|r| r.jain).collect();
+            let valid = rs.iter().filter(|r| r.valid).count();
+            md +=
+                &format!(
+                "| {name} | {m:.1} ± {sd:.1} | {:.1} % | {d:.1} | {l:.2e} | {} | {valid}/{} |\n",
+                m * 1e6 / rate_bps * 100.0,
+                if j.is_empty() { "—".to_string() } else { format!("{:.3}", mean_sd(&j).0) },
+                rs.len()
+            );
+            tput_series.push(Series {
+                label: name.to_string(),
+                points: rs[0]
+                    .series_bps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| (i as f64 * 0.1, b / 1e6))
+                    .collect(),
+            });
+            scatter.push(Series {
+                label: name.to_string(),
+                points: rs
+                    .iter()
+                    .map(|r| (r.owd_p95_ms, r.throughput_bps / 1e6))
+                    .collect(),
+            });
+        }
+        let invalid: Vec<String> = here
+            .iter()
+            .filter(|r| !r.valid)
+            .map(|r| format!("- {} run {}: {}", r.scheme, r.run, r.problems.join("; ")))
+            .collect();
+        if !invalid.is_empty() {
+            md += "\nInvalid runs (kept above, to be read with care):\n\n";
+            md += &invalid.join("\n");
+            md += "\n";
+        }
+        md += "\n";
+        let tag = format!("{rtt:.0}ms-{loss}");
+        let title = format!("RTT {rtt:.0} ms, loss {loss}");
+        draw_xy(
+            &out.join(format!("throughput-{tag}.png")),
+            &format!("Throughput, {title}"),
+            "time (s)",
+            "Mb/s",
+            &tput_series,
+            true,
+        )
+        .map_err(|e| anyhow!("plot: {e}"))?;
+        draw_scatter(
+            &out.join(format!("delay-{tag}.png")),
+            &format!("Throughput against p95 one-way delay, {title}"),
+            "p95 one-way delay (ms)",
+            "throughput (Mb/s)",
+            &scatter,
+        )
+        .map_err(|e| anyhow!("plot: {e}"))?;
+    }
+    std::fs::write(out.join("results.md"), md)?;
+    if records.is_empty() {
+        bail!("no run completed");
+    }
+    Ok(())
+}

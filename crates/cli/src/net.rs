@@ -1,4 +1,5 @@
 //! `longhaul bench loopback`: memory-to-memory UDT over loopback.
+//! `longhaul bench emu`: the highest rate at which an emulator run stays valid.
 
 use clap::{Args, Subcommand};
 use longhaul_net::bench::loopback;
@@ -16,6 +17,29 @@ pub struct BenchArgs {
 enum What {
     /// UDT connections over loopback, memory to memory (no disk, no network limit).
     Loopback(LoopbackArgs),
+    /// The emulator's ceiling: one kernel CUBIC flow through `longhaul emu` at rising
+    /// link rates; a run is valid with no host drops and timer lateness p99 under
+    /// 100 µs.
+    Emu(EmuBenchArgs),
+}
+
+#[derive(Debug, Args)]
+struct EmuBenchArgs {
+    /// Link rates to try, in order.
+    #[arg(long, value_delimiter = ',', default_values_t = ["250Mbps".to_string(), "500Mbps".into(), "1Gbps".into(), "2Gbps".into(), "3Gbps".into()])]
+    rates: Vec<String>,
+    /// Round-trip time of the emulated path.
+    #[arg(long, default_value = "20ms")]
+    rtt: String,
+    /// How long each run sends.
+    #[arg(long, default_value = "6s")]
+    duration: String,
+    /// Runs per rate.
+    #[arg(long, default_value_t = 2)]
+    runs: u32,
+    /// One packet per TUN read and write instead of TCP super-packets.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 #[derive(Debug, Args)]
@@ -33,7 +57,12 @@ struct LoopbackArgs {
 }
 
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
-    let What::Loopback(a) = args.what;
+    let a = match args.what {
+        What::Loopback(a) => a,
+        What::Emu(e) => {
+            return crate::compare::bench(&e.rates, &e.rtt, &e.duration, e.runs, !e.no_offload)
+        }
+    };
     if a.channels.iter().any(|&c| c == 0 || c > 64)
         || a.megabytes == 0
         || !(76..=65_000).contains(&a.mss)

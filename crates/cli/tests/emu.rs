@@ -46,6 +46,7 @@ fn a_transfer_crosses_a_lossy_emulated_link_byte_exact() {
     std::fs::write(src.join("f.bin"), &data).unwrap();
     let bin = env!("CARGO_BIN_EXE_longhaul");
     let report = dir.path().join("run.json");
+    let pcap = dir.path().join("link.pcap");
     let o = Command::new(bin)
         .args([
             "emu",
@@ -60,6 +61,8 @@ fn a_transfer_crosses_a_lossy_emulated_link_byte_exact() {
         ])
         .arg("--json")
         .arg(&report)
+        .arg("--pcap")
+        .arg(&pcap)
         .arg("--server")
         .arg(format!("{bin} recv {}", dst.display()))
         .args(["--duration", "60s", "--"])
@@ -87,6 +90,54 @@ fn a_transfer_crosses_a_lossy_emulated_link_byte_exact() {
     assert!(up["lost_random"].as_u64().unwrap() > 0);
     assert_eq!(r["seed"], 7);
     assert!(stderr.contains("seed 7"), "the seed is printed: {stderr}");
+    // The capture holds every delivered packet: pcap magic (ns), raw IP, and as many
+    // records as the report's deliveries in both directions.
+    let cap = std::fs::read(&pcap).unwrap();
+    assert_eq!(&cap[..4], &0xa1b2_3c4du32.to_le_bytes());
+    assert_eq!(&cap[20..24], &101u32.to_le_bytes());
+    let mut records = 0u64;
+    let mut at = 24;
+    while at + 16 <= cap.len() {
+        let caplen = u32::from_le_bytes(cap[at + 8..at + 12].try_into().unwrap()) as usize;
+        assert!(caplen <= 128);
+        assert_eq!(cap[at + 16] >> 4, 4, "record {records} is not IPv4");
+        at += 16 + caplen;
+        records += 1;
+    }
+    assert_eq!(at, cap.len(), "a truncated record");
+    let delivered =
+        r["up"]["packets_out"].as_u64().unwrap() + r["down"]["packets_out"].as_u64().unwrap();
+    assert_eq!(records, delivered);
+}
+
+#[test]
+fn a_failing_client_command_exits_1_and_cleans_up() {
+    let _g = lock();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args([
+            "emu",
+            "--server",
+            "sleep 300",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3; exit 3",
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("the client command failed"), "{err}");
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left behind: {:?}",
+        namespaces_of(pid)
+    );
 }
 
 #[test]

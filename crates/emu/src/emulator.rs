@@ -238,6 +238,8 @@ impl Emulator {
             // A super-packet read lands here before it is split.
             big: vec![0u8; if offload { VNET_HDR_LEN + MAX_SUPER } else { 0 }],
             joined: Vec::with_capacity(VNET_HDR_LEN + MAX_SUPER),
+            segs: Vec::with_capacity(64),
+            scratch: Vec::new(),
             lateness: lateness_histogram(),
             write_errors: 0,
             malformed: 0,
@@ -368,8 +370,9 @@ impl Emulator {
         };
         let now = clock.now();
         let big = std::mem::take(&mut io.big);
-        let mut segs = vec![];
-        let res = gso::split(&big[..n], |seg| {
+        let mut segs = std::mem::take(&mut io.segs);
+        let mut scratch = std::mem::take(&mut io.scratch);
+        let res = gso::split(&big[..n], &mut scratch, |seg| {
             if seg.len() <= io.seg_size {
                 let mut b = io.take();
                 b[..seg.len()].copy_from_slice(seg);
@@ -377,6 +380,7 @@ impl Emulator {
             }
         });
         io.big = big;
+        io.scratch = scratch;
         if res.is_err() {
             io.malformed += 1;
         }
@@ -384,9 +388,10 @@ impl Emulator {
             io.super_reads[0] += 1;
             io.super_reads[1] += segs.len() as u64;
         }
-        for (b, len) in segs {
+        for (b, len) in segs.drain(..) {
             self.admit(io, d, now, b, len, queue);
         }
+        io.segs = segs;
         Ok(true)
     }
 
@@ -499,6 +504,10 @@ struct Io {
     big: Vec<u8>,
     /// The write buffer for coalesced super-packets.
     joined: Vec<u8>,
+    /// The segments of the super-packet being admitted.
+    segs: Vec<(Vec<u8>, usize)>,
+    /// Working space of the splitter.
+    scratch: Vec<u8>,
     lateness: Histogram<u64>,
     write_errors: u64,
     /// Super-packets that could not be split (dropped, counted).

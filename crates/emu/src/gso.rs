@@ -121,7 +121,12 @@ fn segment_hdr(ihl: usize) -> VnetHdr {
 /// frames, handing each to `out`. A frame without GSO is handed over as it is. TCP
 /// segments get consecutive sequence numbers and IP IDs, FIN and PSH only on the
 /// last, CWR only on the first, their own lengths and IPv4 checksums.
-pub fn split(frame: &[u8], mut out: impl FnMut(&[u8])) -> Result<(), SplitError> {
+/// `scratch` is working space, kept by the caller so the loop does not allocate.
+pub fn split(
+    frame: &[u8],
+    scratch: &mut Vec<u8>,
+    mut out: impl FnMut(&[u8]),
+) -> Result<(), SplitError> {
     let hdr = VnetHdr::parse(frame).ok_or(SplitError::Malformed)?;
     let ip = &frame[VNET_HDR_LEN..];
     match hdr.gso_type & 0x7f {
@@ -143,7 +148,9 @@ pub fn split(frame: &[u8], mut out: impl FnMut(&[u8])) -> Result<(), SplitError>
     let id0 = u16::from_be_bytes([ip[4], ip[5]]);
     let flags = ip[ihl + 13];
     let n = payload.len().div_ceil(mss).max(1);
-    let mut seg = vec![0u8; VNET_HDR_LEN + hl + mss];
+    scratch.clear();
+    scratch.resize(VNET_HDR_LEN + hl + mss, 0);
+    let seg = scratch;
     for (i, chunk) in payload.chunks(mss).enumerate() {
         let len = hl + chunk.len();
         let f = &mut seg[..VNET_HDR_LEN + len];
@@ -326,7 +333,7 @@ mod tests {
     fn a_super_packet_splits_into_wire_segments() {
         let f = tso(3000, 1448, 0x18); // ACK + PSH
         let mut segs = vec![];
-        split(&f, |s| segs.push(s.to_vec())).unwrap();
+        split(&f, &mut vec![], |s| segs.push(s.to_vec())).unwrap();
         assert_eq!(segs.len(), 3);
         let lens: Vec<usize> = segs.iter().map(|s| s.len() - VNET_HDR_LEN).collect();
         assert_eq!(lens, [1500, 1500, 52 + 104]);
@@ -355,7 +362,7 @@ mod tests {
     fn segments_coalesce_back_into_the_super_packet() {
         let f = tso(4 * 1448, 1448, 0x18);
         let mut segs = vec![];
-        split(&f, |s| segs.push(s.to_vec())).unwrap();
+        split(&f, &mut vec![], |s| segs.push(s.to_vec())).unwrap();
         let infos: Vec<SegInfo> = segs.iter().map(|s| SegInfo::of(s).unwrap()).collect();
         for w in infos.windows(2) {
             assert!(w[0].continues(&w[1], 1448));
@@ -382,7 +389,7 @@ mod tests {
         let mut f = tso(100, 0, 0x10);
         VnetHdr::default().emit(&mut f);
         let mut n = 0;
-        split(&f, |s| {
+        split(&f, &mut vec![], |s| {
             assert_eq!(s, &f[..]);
             n += 1;
         })
@@ -390,14 +397,20 @@ mod tests {
         assert_eq!(n, 1);
         let mut g = tso(3000, 1448, 0x10);
         g[VNET_HDR_LEN + 9] = 17; // not TCP
-        assert_eq!(split(&g, |_| {}), Err(SplitError::Malformed));
+        assert_eq!(split(&g, &mut vec![], |_| {}), Err(SplitError::Malformed));
         let mut g = tso(3000, 1448, 0x10);
         g[1] = 4; // TCPv6
-        assert_eq!(split(&g, |_| {}), Err(SplitError::Unsupported(4)));
-        assert_eq!(split(&[0u8; 4], |_| {}), Err(SplitError::Malformed));
+        assert_eq!(
+            split(&g, &mut vec![], |_| {}),
+            Err(SplitError::Unsupported(4))
+        );
+        assert_eq!(
+            split(&[0u8; 4], &mut vec![], |_| {}),
+            Err(SplitError::Malformed)
+        );
         // A SYN is never coalesced.
         let mut s = vec![];
-        split(&tso(10, 1448, 0x02), |x| s.push(x.to_vec())).unwrap();
+        split(&tso(10, 1448, 0x02), &mut vec![], |x| s.push(x.to_vec())).unwrap();
         assert!(SegInfo::of(&s[0]).is_none());
     }
 }

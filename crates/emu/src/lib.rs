@@ -18,13 +18,16 @@
 //! - [`emulator`] is the real-time loop: it reads packets from both TUNs, asks the
 //!   models, and writes each packet to the other TUN when it is due (`ppoll` with a
 //!   nanosecond timeout, then a busy-poll over the last 50 µs).
+//! - [`gso`] lets the TUNs carry TCP super-packets (virtio-net headers): they are
+//!   split into wire-sized segments for the model and due segments are coalesced
+//!   again on write, so the kernel and the emulator pay per 64 KB, not per packet.
 //! - [`stats`] measures what the emulator saw: per-flow throughput, one-way delay
 //!   percentiles, loss by cause, utilisation, Jain's index, and the run's health
-//!   (timer lateness, host-side TUN drops, emulator CPU).
+//!   (timer lateness, host-side TUN drops, the emulator's busy share of a core).
 //!
-//! What it does not do (yet): TUN offloads (vnet headers, GSO super-packets), so each
-//! packet is one `read` and one `write` and the trusted ceiling is about a gigabit per
-//! second on two cores; IPv6; more than one client/server pair; CoDel or other AQM.
+//! What it does not do: IPv6 (the namespaces have it off; TSO6 super-packets are not
+//! split); UDP GSO super-packets (`USO`, which no sender here uses yet); more than one
+//! client/server pair; CoDel or other AQM; jitter or reordering.
 
 pub mod clock;
 pub mod config;

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use clap::Args;
 use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, Transport};
-use longhaul_proto::udt::{NakReport, UdtConnConfig};
+use longhaul_proto::cc::ArUdtConfig;
+use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 
 use crate::Failure;
 
@@ -82,6 +83,13 @@ pub struct SendArgs {
     /// UDT packet size, IP and UDP headers included.
     #[arg(long, default_value_t = 1500)]
     mss: u32,
+    /// UDT's rate control: UDT4's native control or AR-UDT.
+    #[arg(long, default_value = "udt", value_parser = ["udt", "ar-udt"])]
+    cc: String,
+    /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels
+    /// (UDT4's UDT_MAXBW on each).
+    #[arg(long)]
+    rate_limit: Option<String>,
     #[command(flatten)]
     token: TokenArgs,
     /// Print the summary as JSON.
@@ -166,6 +174,27 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             "--channels must be 1 to 256, --mss 76 to 65000"
         )));
     }
+    let max_bw_bps = match &a.rate_limit {
+        None => None,
+        Some(_) if a.transport == "tcp" => {
+            return Err(Failure::input(anyhow::anyhow!(
+                "--rate-limit applies to UDT channels; with --transport tcp the kernel's \
+                 TCP sets the pace (leave --rate-limit out, or use --transport udt)"
+            )))
+        }
+        Some(r) => {
+            let total = longhaul_sim::units::parse_rate(r)
+                .map_err(|e| Failure::input(anyhow::anyhow!("--rate-limit: {e}")))?;
+            Some((total.as_bps() / u64::from(a.channels)).max(1))
+        }
+    };
+    let rate_control = match a.cc.as_str() {
+        "ar-udt" => match UdtConnConfig::default().rate_control {
+            RateControl::Udt(c) => RateControl::ArUdt(c, ArUdtConfig::default()),
+            other => other,
+        },
+        _ => UdtConnConfig::default().rate_control,
+    };
     let progress = Arc::new(AtomicU64::new(0));
     let opts = SendOptions {
         paths,
@@ -180,6 +209,8 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         block_size,
         udt: UdtConnConfig {
             mss: a.mss,
+            rate_control,
+            max_bw_bps,
             ..UdtConnConfig::default()
         },
         timeout: Duration::from_secs(30),

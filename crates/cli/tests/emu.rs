@@ -248,3 +248,81 @@ fn bad_flags_exit_2_naming_the_flag() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("bad.trace:3"), "{err}");
 }
+
+#[test]
+fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..4_000_000u32)
+        .map(|i| (i.wrapping_mul(40_503) >> 7) as u8)
+        .collect();
+    std::fs::write(dir.path().join("f.bin"), &data).unwrap();
+    let bin = env!("CARGO_BIN_EXE_longhaul");
+    let report = dir.path().join("run.json");
+    let out = dir.path().join("out");
+    let o = Command::new(bin)
+        .args([
+            "emu",
+            "--rate",
+            "200Mbps",
+            "--rtt",
+            "10ms",
+            "--duration",
+            "60s",
+            "--json",
+        ])
+        .arg(&report)
+        .arg("--server")
+        .arg(format!("{bin} recv {}", out.display()))
+        .args([
+            "--",
+            bin,
+            "send",
+            "--cc",
+            "ar-udt",
+            "--rate-limit",
+            "20Mbps",
+            "--channels",
+            "2",
+            "--block-size",
+            "256KiB",
+        ])
+        .arg(dir.path().join("f.bin"))
+        .arg("10.77.0.2")
+        .env("LONGHAUL_TOKEN", "t")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
+    // The emulator measured each UDT channel: 10 Mb/s each at most (UDT_MAXBW on
+    // 1500-byte packets; packet pairs allow 1/16 more), and clearly not idle.
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let udt: Vec<f64> = r["up"]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["flow"].as_str().unwrap().starts_with("udp")
+                && f["packets_out"].as_u64().unwrap() > 100
+        })
+        .map(|f| f["throughput_bps"].as_f64().unwrap())
+        .collect();
+    assert_eq!(udt.len(), 2, "{udt:?}");
+    for t in udt {
+        assert!(
+            t < 10e6 * 17.0 / 16.0 * 1.02 && t > 6e6,
+            "a channel ran at {t:.0} b/s"
+        );
+    }
+    // With TCP channels the cap is refused, not ignored.
+    let o = Command::new(bin)
+        .args(["send", "--transport", "tcp", "--rate-limit", "1Gbps"])
+        .arg(dir.path().join("f.bin"))
+        .arg("127.0.0.1:9")
+        .env("LONGHAUL_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rate-limit"));
+}

@@ -104,6 +104,10 @@ pub struct UdtConnConfig {
     pub isn: u32,
     /// Secret for SYN cookies (server side).
     pub cookie_secret: u64,
+    /// A ceiling on the sending rate, b/s (UDT4's `UDT_MAXBW`; 4.11's `CCUpdate`
+    /// floors the sending period at one MSS-sized packet per `mss / max_bw`). The
+    /// rate controller still runs beneath it. `None`: no ceiling.
+    pub max_bw_bps: Option<u64>,
 }
 
 impl Default for UdtConnConfig {
@@ -118,6 +122,7 @@ impl Default for UdtConnConfig {
             socket_id: 1,
             isn: 0,
             cookie_secret: 0x5eed,
+            max_bw_bps: None,
         }
     }
 }
@@ -1122,7 +1127,11 @@ impl UdtConnection {
         });
         // Packet pair: a packet whose sequence number is a multiple of 16 is followed
         // at once by the next.
-        let period = Duration::from_nanos((self.pkt_snd_period_us() * 1000.0) as u64);
+        let mut period = Duration::from_nanos((self.pkt_snd_period_us() * 1000.0) as u64);
+        if let Some(bw) = self.cfg.max_bw_bps.filter(|&b| b > 0) {
+            let floor = u64::from(self.cfg.mss) * 8 * 1_000_000_000 / bw;
+            period = period.max(Duration::from_nanos(floor));
+        }
         self.next_send = if seq.value() & 0xF == 0 {
             now
         } else if late >= period {

@@ -377,3 +377,28 @@ fn a_coarse_driver_keeps_the_rate() {
     let (f, c) = (fine.now.as_secs_f64(), coarse.now.as_secs_f64());
     assert!(c < f * 1.5 && c < 2.0, "coarse {c:.3} s, exact {f:.3} s");
 }
+
+#[test]
+fn max_bw_caps_the_sending_rate() {
+    // A 1 Gb/s path; the sender is capped at 100 Mb/s (UDT_MAXBW). 6 MB at 100 Mb/s
+    // (counting whole 1500-byte packets) is about 0.50 s; without the cap it is far
+    // less. Packet pairs (every 16th packet goes at once) let the cap be exceeded by
+    // 1/16 at most.
+    let data = pattern(6_000_000);
+    let mut capped = cfg(11, 3);
+    capped.max_bw_bps = Some(100_000_000);
+    let mut p = Pair::new(capped, cfg(22, 5), 1000, |_, _| false);
+    p.transfer(&data, Duration::from_secs(30));
+    assert!(p.received == data);
+    let pkts = p.client.stats().data_sent as f64;
+    let rate = pkts * 1500.0 * 8.0 / p.now.as_secs_f64();
+    assert!(rate < 100e6 * 17.0 / 16.0 && rate > 80e6, "{rate:.0} b/s");
+    let mut free = Pair::new(cfg(11, 3), cfg(22, 5), 1000, |_, _| false);
+    free.transfer(&data, Duration::from_secs(30));
+    assert!(
+        free.now.as_secs_f64() < p.now.as_secs_f64() * 0.5,
+        "{:?} vs {:?}",
+        free.now,
+        p.now
+    );
+}

@@ -101,7 +101,7 @@ fn same_tree(a: &Path, b: &Path) {
 }
 
 #[test]
-fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_and_4_channels() {
+fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_4_and_8_channels() {
     let src = tempfile::tempdir().unwrap();
     let tree = src.path().join("tree");
     write(&tree.join("empty"), 0, 1);
@@ -120,8 +120,10 @@ fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_and_4_channels() {
     for (transport, channels) in [
         (Transport::Udt, 1),
         (Transport::Udt, 4),
+        (Transport::Udt, 8),
         (Transport::Tcp, 1),
         (Transport::Tcp, 4),
+        (Transport::Tcp, 8),
     ] {
         let dst = tempfile::tempdir().unwrap();
         let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
@@ -138,6 +140,71 @@ fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_and_4_channels() {
         assert!(
             std::fs::read(&single).unwrap()
                 == std::fs::read(dst.path().join("single.dat")).unwrap()
+        );
+    }
+}
+
+/// Whether two files hold the same bytes, read a MiB at a time.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::io::Read;
+    let (mut x, mut y) = (
+        std::fs::File::open(a).unwrap(),
+        std::fs::File::open(b).unwrap(),
+    );
+    let (mut p, mut q) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = x.read(&mut p).unwrap();
+        let mut m = 0;
+        while m < n {
+            let k = y.read(&mut q[m..n]).unwrap();
+            if k == 0 {
+                return false;
+            }
+            m += k;
+        }
+        if p[..n] != q[..n] {
+            return false;
+        }
+        if n == 0 {
+            return y.read(&mut q).unwrap() == 0;
+        }
+    }
+}
+
+#[test]
+fn a_sparse_gibibyte_arrives_byte_exact_over_udt_and_tcp() {
+    use std::io::{Seek, SeekFrom, Write};
+    // 1 GiB, mostly holes, with data at the start, across a block boundary in the
+    // middle, and in the last (short) block.
+    let src = tempfile::tempdir().unwrap();
+    let path = src.path().join("sparse.img");
+    let mut f = std::fs::File::create(&path).unwrap();
+    f.set_len((1 << 30) + 12_345).unwrap();
+    for (at, seed) in [(0u64, 1u8), ((1 << 29) - 5000, 2), ((1 << 30) + 1000, 3)] {
+        f.seek(SeekFrom::Start(at)).unwrap();
+        let d: Vec<u8> = (0..10_000u32)
+            .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+            .collect();
+        f.write_all(&d).unwrap();
+    }
+    drop(f);
+    for transport in [Transport::Udt, Transport::Tcp] {
+        let dst = tempfile::tempdir().unwrap();
+        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        let sent = send(&SendOptions {
+            transport,
+            block_size: 4 << 20,
+            ..send_opts(vec![path.clone()], addr, "k", 4)
+        })
+        .expect("send");
+        let got = h.join().unwrap().expect("receive");
+        assert_eq!(
+            (sent.bytes, got.bytes),
+            ((1 << 30) + 12_345, (1 << 30) + 12_345)
+        );
+        assert!(
+            same_file(&path, &dst.path().join("sparse.img")),
+            "{transport:?}"
         );
     }
 }

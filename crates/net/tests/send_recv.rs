@@ -172,6 +172,39 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 #[test]
+fn a_tree_of_many_small_files_streams_without_a_descriptor_per_file() {
+    // More files than the usual 1024-descriptor limit, which this process takes on
+    // whatever the machine allows: both sides keep only the files they are working
+    // on open, and one-block files get no journal.
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, 1024.min(hard), hard).unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("many");
+    let n = 3000;
+    for i in 0..n {
+        write(&tree.join(format!("d{}/f{i}", i % 30)), i % 700, i as u8);
+    }
+    for transport in [Transport::Tcp, Transport::Udt] {
+        let dst = tempfile::tempdir().unwrap();
+        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        let sent = send(&SendOptions {
+            transport,
+            ..send_opts(vec![tree.clone()], addr, "k", 4)
+        })
+        .expect("send");
+        let got = h.join().unwrap().expect("receive");
+        assert_eq!((sent.files, got.files), (n, n));
+        for d in 0..30 {
+            same_tree(
+                &tree.join(format!("d{d}")),
+                &dst.path().join(format!("many/d{d}")),
+            );
+        }
+    }
+}
+
+#[test]
 fn a_sparse_gibibyte_arrives_byte_exact_over_udt_and_tcp() {
     use std::io::{Seek, SeekFrom, Write};
     // 1 GiB, mostly holes, with data at the start, across a block boundary in the

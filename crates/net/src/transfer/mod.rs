@@ -20,16 +20,21 @@
 //! arrival is asked for again (`Resend`) once the channels are done, and comes back
 //! on the control channel (`Block` and its bytes), up to three rounds.
 //!
-//! Resume: the receiver appends every checked block to `.NAME.longhaul-journal`.
+//! Many files: the offer lists them all at once, every channel takes the next block
+//! of any file, so files follow each other without a round trip and small files
+//! share the channels' streams (100 000 files of up to 500 bytes: 10 s on
+//! loopback). Each side keeps only the files it is working on open; the receiver
+//! flushes the session with one `syncfs` before renaming files into place.
+//!
+//! Resume: the receiver appends every checked block to `.NAME.longhaul-journal`
+//! (files of more than one block; a one-block file is all or nothing).
 //! After an interrupted session the part file and the journal stay, and the next
 //! session of the same file and block size tells the sender which blocks it holds
 //! (`Accept.have`). The sender reads and hashes those for the digest but does not
 //! send them.
 //!
-//! Not yet (issue 8): concurrency and
-//! pipelining as separate knobs (every channel takes the next block of any file,
-//! so files follow each other without a round trip and small files share the
-//! channels' streams), batched socket I/O.
+//! Not yet (issue 8): concurrency and pipelining as separate knobs (the channels
+//! share one queue of blocks, which is pipelining with full concurrency).
 
 mod channel;
 mod control;

@@ -1,6 +1,5 @@
 //! The sending side.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::FileExt;
@@ -245,23 +244,23 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                         ..i
                     });
                 }
-                let mut open: HashMap<u32, File> = HashMap::new();
+                // Blocks are handed out in file order, so a channel keeps only the
+                // file it is reading open: a tree of 100 000 files must not hold
+                // 100 000 descriptors.
+                let mut open: Option<(u32, File)> = None;
                 let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
                 let (mut bytes, mut blocks, mut skipped) = (0, 0, 0);
                 loop {
                     let Some((b, held)) = work.lock().expect("no panics hold it").next() else {
                         break;
                     };
-                    let f = match open.entry(b.file) {
-                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            let p = &sources[b.file as usize];
-                            e.insert(
-                                File::open(p)
-                                    .map_err(TransferError::io(p.display().to_string()))?,
-                            )
-                        }
-                    };
+                    if open.as_ref().is_none_or(|(i, _)| *i != b.file) {
+                        let p = &sources[b.file as usize];
+                        let f =
+                            File::open(p).map_err(TransferError::io(p.display().to_string()))?;
+                        open = Some((b.file, f));
+                    }
+                    let f = &open.as_ref().expect("opened above").1;
                     let n = b.len as usize;
                     b.emit(&mut buf[..HEADER_LEN]);
                     let data = &mut buf[HEADER_LEN..HEADER_LEN + n];

@@ -296,7 +296,8 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read(out.join("f.bin")).unwrap(), data);
     // The emulator measured each UDT channel: 10 Mb/s each at most (UDT_MAXBW on
-    // 1500-byte packets; packet pairs allow 1/16 more), and clearly not idle.
+    // 1500-byte packets; packet pairs allow 1/16 more), and clearly not idle: the
+    // cap is per channel, half the total.
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let udt: Vec<f64> = r["up"]["flows"]
         .as_array()
@@ -308,7 +309,10 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
         })
         .map(|f| f["throughput_bps"].as_f64().unwrap())
         .collect();
-    assert_eq!(udt.len(), 2, "{udt:?}");
+    // Which channel takes which block is up to the sockets' room: one channel may
+    // carry them all (its 12 MB buffer holds the whole file), so count those that
+    // carried data.
+    assert!(!udt.is_empty() && udt.len() <= 2, "{udt:?}");
     for t in udt {
         assert!(
             t < 10e6 * 17.0 / 16.0 * 1.02 && t > 6e6,

@@ -7,7 +7,6 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -28,32 +27,9 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// Builds the UDT4 peer into this test's temporary directory.
-fn peer() -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto/tests/udt4/peer.cpp");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("udt4-peer-net");
-    let why = if Path::new("/usr/include/udt/udt.h").exists() {
-        match Command::new("g++")
-            .args(["-O2", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .args(["-ludt", "-lpthread"])
-            .output()
-        {
-            Ok(o) if o.status.success() => return Some(out),
-            Ok(o) => format!("g++ failed: {}", String::from_utf8_lossy(&o.stderr)),
-            Err(e) => format!("cannot run g++: {e}"),
-        }
-    } else {
-        "libudt-dev is not installed (apt-get install libudt-dev)".into()
-    };
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "UDT4 socket interop cannot run under CI: {why}"
-    );
-    eprintln!("skipping the UDT4 socket interop test: {why}");
-    None
-}
+#[path = "../../proto/tests/udt4/peer_build.rs"]
+mod peer_build;
+use peer_build::peer_binary;
 
 /// Kills the peer if the test fails early.
 struct Peer(Child);
@@ -85,7 +61,7 @@ fn free_port() -> u16 {
 
 #[test]
 fn udt_socket_and_udt4_exchange_streams_both_ways() {
-    let Some(bin) = peer() else { return };
+    let Some(bin) = peer_binary() else { return };
     let data: Vec<u8> = (0..BYTES).map(pattern).collect();
 
     // Our socket connects to a UDT4 server and sends.

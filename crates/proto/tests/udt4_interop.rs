@@ -16,9 +16,7 @@
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration as StdDuration;
 
 use longhaul_proto::udt::{Event, NakReport, State, UdtConnConfig, UdtConnection};
@@ -38,38 +36,9 @@ fn fnv1a(bytes: impl Iterator<Item = u8>) -> u64 {
     })
 }
 
-/// The UDT4 peer, built once for all the tests of this file (they run in parallel).
-fn peer_binary() -> Option<PathBuf> {
-    static PEER: OnceLock<Option<PathBuf>> = OnceLock::new();
-    PEER.get_or_init(build_peer).clone()
-}
-
-/// Builds the UDT4 peer, or says why it cannot.
-fn build_peer() -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/udt4/peer.cpp");
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("udt4-peer");
-    let why = if !Path::new("/usr/include/udt/udt.h").exists() {
-        "libudt-dev is not installed (apt-get install libudt-dev)".to_string()
-    } else {
-        match Command::new("g++")
-            .args(["-O2", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .args(["-ludt", "-lpthread"])
-            .output()
-        {
-            Ok(o) if o.status.success() => return Some(out),
-            Ok(o) => format!("g++ failed: {}", String::from_utf8_lossy(&o.stderr)),
-            Err(e) => format!("cannot run g++: {e}"),
-        }
-    };
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "UDT4 interop test cannot run under CI: {why}"
-    );
-    eprintln!("skipping the UDT4 interop test: {why}");
-    None
-}
+#[path = "udt4/peer_build.rs"]
+mod peer_build;
+use peer_build::peer_binary;
 
 /// Kills the peer if the test fails early.
 struct Peer(Child);

@@ -71,9 +71,22 @@ pub struct SendArgs {
     /// Files and directories (sent recursively), then HOST[:PORT] of a `longhaul recv`.
     #[arg(required = true, num_args = 2..)]
     args: Vec<String>,
-    /// Data channels.
+    /// Data channels per file (parallelism): each file is striped over this many.
     #[arg(long, default_value_t = 4)]
     channels: u16,
+    /// Files in flight at once (concurrency), each on its own group of --channels
+    /// channels: the session opens channels × concurrency.
+    #[arg(long, default_value_t = 1)]
+    concurrency: u16,
+    /// Wait for the receiver to confirm each file before a channel group starts
+    /// the next (one round trip per file, as FTP without pipelining). By default
+    /// files follow each other on the channels without waiting.
+    #[arg(long)]
+    no_pipelining: bool,
+    /// Append a line per block handed to a channel (`block FILE OFFSET LEN
+    /// CHANNEL`) and per confirmed file (`done FILE ok|failed`) to FILE.
+    #[arg(long, value_name = "FILE")]
+    block_log: Option<PathBuf>,
     /// What the data channels run: udt (UDP) or tcp (the kernel's TCP).
     #[arg(long, default_value = "udt", value_parser = ["udt", "tcp"])]
     transport: String,
@@ -169,10 +182,17 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                 a.block_size
             ))
         })? as u32;
-    if !(1..=256).contains(&a.channels) || !(76..=65_000).contains(&a.mss) {
+    let total_channels = u32::from(a.channels) * u32::from(a.concurrency);
+    if a.channels == 0 || a.concurrency == 0 || total_channels > 256 {
         return Err(Failure::input(anyhow::anyhow!(
-            "--channels must be 1 to 256, --mss 76 to 65000"
+            "--channels {} × --concurrency {} must be 1 to 256 channels in all",
+            a.channels,
+            a.concurrency
         )));
+    }
+    let total_channels = total_channels as u16;
+    if !(76..=65_000).contains(&a.mss) {
+        return Err(Failure::input(anyhow::anyhow!("--mss must be 76 to 65000")));
     }
     let max_bw_bps = match &a.rate_limit {
         None => None,
@@ -185,7 +205,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         Some(r) => {
             let total = longhaul_sim::units::parse_rate(r)
                 .map_err(|e| Failure::input(anyhow::anyhow!("--rate-limit: {e}")))?;
-            Some((total.as_bps() / u64::from(a.channels)).max(1))
+            Some((total.as_bps() / u64::from(total_channels)).max(1))
         }
     };
     let rate_control = match a.cc.as_str() {
@@ -201,6 +221,9 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         dest,
         token,
         channels: a.channels,
+        concurrency: a.concurrency,
+        pipelining: !a.no_pipelining,
+        block_log: a.block_log.clone(),
         transport: if a.transport == "tcp" {
             Transport::Tcp
         } else {
@@ -219,7 +242,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         stop_after_blocks: None,
     };
     let need = longhaul_net::transfer::session_memory(
-        opts.channels,
+        total_channels,
         opts.block_size,
         opts.transport,
         &opts.udt,
@@ -227,7 +250,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     if need > longhaul_net::transfer::MEMORY_CAP {
         return Err(Failure::input(anyhow::anyhow!(
             "{} channels of {} blocks would need {} MiB of buffers; at most {} MiB: use fewer channels or smaller blocks",
-            a.channels,
+            total_channels,
             a.block_size,
             need >> 20,
             longhaul_net::transfer::MEMORY_CAP >> 20
@@ -241,7 +264,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     if a.json_stream {
         println!(
             "{}",
-            serde_json::json!({"event": "start", "data": {"bytes_total": total, "channels": a.channels, "transport": a.transport}})
+            serde_json::json!({"event": "start", "data": {"bytes_total": total, "channels": total_channels, "concurrency": a.concurrency, "pipelining": !a.no_pipelining, "transport": a.transport}})
         );
     }
     let done = Arc::new(AtomicBool::new(false));
@@ -290,7 +313,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         println!(
             "{}",

@@ -399,6 +399,30 @@ impl UdtSocket {
     /// One round of the driver: send what is due, take what arrived, run the
     /// timers; with `wait`, then wait for a datagram or the next deadline.
     fn step(&mut self, wait: bool) -> Result<(), NetError> {
+        self.step_within(wait, StdDuration::MAX)
+    }
+
+    /// Keeps the connection going (sends what is due, answers the peer) for `max`:
+    /// for a writer that must wait for something else without starving its peer of
+    /// acknowledgements or leaving its own buffered data unsent.
+    pub fn idle(&mut self, max: StdDuration) -> Result<(), NetError> {
+        let give_up = self.clock.now() + to_proto(max);
+        loop {
+            if self.broken {
+                return Err(NetError::Broken);
+            }
+            let now = self.clock.now();
+            if now >= give_up {
+                return Ok(());
+            }
+            let left =
+                StdDuration::from_nanos(give_up.saturating_duration_since(now).as_nanos() as u64);
+            self.step_within(true, left)?;
+        }
+    }
+
+    /// [`step`](Self::step), waiting at most `cap`.
+    fn step_within(&mut self, wait: bool, cap: StdDuration) -> Result<(), NetError> {
         let now = self.clock.now();
         if self.faults.is_none() && self.gso_ok {
             self.send_batched(now)?;
@@ -444,7 +468,8 @@ impl UdtSocket {
             .poll_timeout()
             .map_or(StdDuration::from_millis(100), |t| {
                 StdDuration::from_nanos(t.saturating_duration_since(now).as_nanos() as u64)
-            });
+            })
+            .min(cap);
         if until > SPIN {
             // Datagrams are flowing: poll a little before paying for a sleep.
             let busy = now.saturating_duration_since(self.last_rx) < to_proto(RX_BUSY);

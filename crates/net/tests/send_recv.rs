@@ -69,6 +69,9 @@ fn send_opts(
         impair: None,
         progress: None,
         stop_after_blocks: None,
+        concurrency: 1,
+        pipelining: true,
+        block_log: None,
     }
 }
 
@@ -271,7 +274,9 @@ fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
         l.push(b'\n');
         w.write_all(&l).unwrap();
     };
-    send(&Msg::Hello { version: 1 });
+    send(&Msg::Hello {
+        version: longhaul_net::transfer::PROTOCOL_VERSION,
+    });
     r.read_line(&mut line).unwrap();
     let Msg::Challenge { nonce } = serde_json::from_str(line.trim()).unwrap() else {
         panic!("{line}")

@@ -137,6 +137,19 @@ impl DataChannel {
         }
     }
 
+    /// Waits about `max` while keeping the channel going: a UDT socket is driven by
+    /// its caller, so a writer that pauses must still send what it buffered and
+    /// answer its peer; the kernel does that for TCP.
+    pub fn idle(&mut self, max: Duration) -> Result<(), TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.idle(max)?),
+            DataChannel::Tcp(_) => {
+                std::thread::sleep(max);
+                Ok(())
+            }
+        }
+    }
+
     /// The UDT socket, to inject faults into.
     pub fn udt(&mut self) -> Option<&mut UdtSocket> {
         match self {

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use super::TransferError;
 
 /// The protocol version both sides must speak.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// Version 2: digests, confirmations and resends flow while the blocks do (version
+/// 1 exchanged them after the last block).
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Longest control line accepted (a file list of many names is one line).
 const MAX_LINE: u64 = 256 << 20;
@@ -76,7 +78,7 @@ pub enum Msg {
         digest: String,
     },
     /// Receiver: these blocks (file, offset, length) failed their hash on arrival;
-    /// send them again, on the control channel.
+    /// send them again, on the control channel (as soon as one is seen).
     Resend {
         /// The blocks.
         blocks: Vec<(u32, u64, u32)>,
@@ -91,7 +93,8 @@ pub enum Msg {
         /// Bytes of data.
         len: u32,
     },
-    /// Receiver: a file is complete (renamed into place) or failed.
+    /// Receiver: a file is complete (on disk, renamed into place) or failed; sent
+    /// as each file completes, so a sender that does not pipeline waits for it.
     FileDone {
         /// Index in the offer.
         file: u32,
@@ -108,6 +111,47 @@ pub(crate) struct Control {
     writer: TcpStream,
 }
 
+/// The reading half of a [`Control`], for a thread that waits on the peer.
+pub(crate) struct ControlReader(Control);
+
+/// The writing half of a [`Control`]: one message (with its raw bytes) per call, so
+/// that threads sharing it behind a lock never interleave messages.
+pub(crate) struct ControlWriter(TcpStream);
+
+impl ControlReader {
+    pub fn recv(&mut self) -> Result<Msg, TransferError> {
+        self.0.recv()
+    }
+    pub fn recv_raw(&mut self, b: &mut [u8]) -> Result<(), TransferError> {
+        self.0.recv_raw(b)
+    }
+}
+
+impl ControlWriter {
+    pub fn send(&mut self, m: &Msg) -> Result<(), TransferError> {
+        self.send_with(m, &[])
+    }
+
+    /// Closes the control channel both ways (its reader sees the end at once).
+    pub fn shutdown(&mut self) -> Result<(), TransferError> {
+        self.0
+            .shutdown(std::net::Shutdown::Both)
+            .map_err(TransferError::io("control channel: shutdown"))
+    }
+
+    /// Sends `m` and the raw bytes `parts` that follow it, in one write.
+    pub fn send_with(&mut self, m: &Msg, parts: &[&[u8]]) -> Result<(), TransferError> {
+        let mut out = serde_json::to_vec(m).expect("messages serialise");
+        out.push(b'\n');
+        for p in parts {
+            out.extend_from_slice(p);
+        }
+        self.0
+            .write_all(&out)
+            .map_err(TransferError::io("control channel: write"))
+    }
+}
+
 impl Control {
     pub fn new(s: TcpStream) -> Result<Self, TransferError> {
         let writer = s
@@ -119,18 +163,25 @@ impl Control {
         })
     }
 
+    /// Splits into a reader for one thread and a writer to share, for the data
+    /// phase. Reads then wait without a deadline: a file of a terabyte has nothing
+    /// to say until its last block, and a dead peer ends the data channels anyway.
+    pub fn split(self) -> Result<(ControlReader, ControlWriter), TransferError> {
+        self.writer
+            .set_read_timeout(None)
+            .map_err(TransferError::io("control channel"))?;
+        let w = self
+            .writer
+            .try_clone()
+            .map_err(TransferError::io("control channel"))?;
+        Ok((ControlReader(self), ControlWriter(w)))
+    }
+
     pub fn send(&mut self, m: &Msg) -> Result<(), TransferError> {
         let mut line = serde_json::to_vec(m).expect("messages serialise");
         line.push(b'\n');
         self.writer
             .write_all(&line)
-            .map_err(TransferError::io("control channel: write"))
-    }
-
-    /// Raw bytes after a message (a resent block).
-    pub fn send_raw(&mut self, b: &[u8]) -> Result<(), TransferError> {
-        self.writer
-            .write_all(b)
             .map_err(TransferError::io("control channel: write"))
     }
 

@@ -1,6 +1,7 @@
 //! The sending side.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,9 @@ use longhaul_proto::transfer::{BlockRepr, FileBlocks, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 
 use super::channel::DataChannel;
-use super::control::{hex, unhex, Control, FileEntry, Msg, PROTOCOL_VERSION};
+use super::control::{
+    hex, unhex, Control, ControlReader, ControlWriter, FileEntry, Msg, PROTOCOL_VERSION,
+};
 use super::{key, TransferError, END_OF_CHANNEL};
 use crate::Impairment;
 
@@ -26,8 +29,19 @@ pub struct SendOptions {
     pub dest: SocketAddr,
     /// The pre-shared token.
     pub token: String,
-    /// Data channels.
+    /// Data channels per file (parallelism): a file is striped over this many.
     pub channels: u16,
+    /// Files in flight at once, each on its own group of `channels` channels (so
+    /// the session opens `channels × concurrency`).
+    pub concurrency: u16,
+    /// Whether a channel group starts its next file before the receiver has
+    /// confirmed the last (on: files follow each other without a round trip; off:
+    /// one confirmation round trip per file, as FTP without pipelining).
+    pub pipelining: bool,
+    /// Appends a line per block handed to a channel (`block FILE OFFSET LEN
+    /// CHANNEL`) and per confirmation (`done FILE ok|failed`): what was sent, for
+    /// audits and for measuring what a resume sends again.
+    pub block_log: Option<PathBuf>,
     /// What they run.
     pub transport: super::Transport,
     /// Block size, bytes.
@@ -56,6 +70,9 @@ pub struct SendSummary {
     pub blocks: u64,
     /// Blocks sent again because they arrived damaged.
     pub resent: u64,
+    /// Times a channel group waited for a confirmation before its next file (only
+    /// without pipelining).
+    pub confirmation_waits: u64,
     /// Blocks not sent because the receiver held them from an interrupted session.
     pub skipped: u64,
 }
@@ -101,53 +118,158 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Vec<(PathBuf, String, u64)>, Tran
     Ok(out)
 }
 
-/// The blocks to send, and each file's block hashes as they are computed.
-struct Work {
-    file: usize,
+/// One file's progress on the sending side.
+struct FileState {
+    /// Block hashes by block number (the digest hashes them in order); dropped once
+    /// the digest is sent.
+    hashes: Vec<[u8; 32]>,
+    /// Blocks hashed so far.
+    hashed: usize,
+    /// The receiver's verdict, once it came.
+    done: Option<bool>,
+}
+
+/// A group of channels working on one file at a time.
+#[derive(Default)]
+struct Lane {
     blocks: Option<FileBlocks>,
+    /// The file the lane took last.
+    file: Option<usize>,
+    /// Whether the lane has started waiting for that file's verdict.
+    waiting: bool,
+}
+
+/// What every channel thread shares: which blocks go next, and the files' state.
+struct Sched {
+    next_file: usize,
+    lanes: Vec<Lane>,
+    files: Vec<FileState>,
     sizes: Vec<u64>,
     block_size: u32,
+    pipelining: bool,
     /// Per file, the blocks the receiver holds already (by offset).
     have: Vec<std::collections::HashSet<u64>>,
     /// Blocks handed out to be sent, and the most that may be (a test's crash).
-    sent: u64,
+    handed: u64,
     limit: u64,
+    confirmation_waits: u64,
+    /// Set when the session is over for the channels: the control channel failed
+    /// or every verdict is in.
+    abort: Option<String>,
+    log: Option<File>,
 }
 
-impl Work {
-    /// The next block, and whether the receiver holds it already (then it is only
-    /// read and hashed, for the file's digest).
-    fn next(&mut self) -> Option<(BlockRepr, bool)> {
+/// What a channel should do next.
+enum Next {
+    /// Send this block (or, if the receiver holds it, only hash it).
+    Block(BlockRepr, bool),
+    /// Wait for the receiver to confirm the lane's last file, then ask again.
+    Wait,
+    /// Nothing is left for this lane.
+    Done,
+}
+
+impl Sched {
+    fn next(&mut self, lane: usize, channel: usize) -> Next {
         loop {
-            if let Some(b) = self.blocks.as_mut().and_then(Iterator::next) {
+            if self.abort.is_some() {
+                return Next::Done;
+            }
+            let l = &mut self.lanes[lane];
+            if let Some(b) = l.blocks.as_mut().and_then(Iterator::next) {
                 let held = self
                     .have
                     .get(b.file as usize)
                     .is_some_and(|h| h.contains(&b.offset));
                 if !held {
-                    if self.sent == self.limit {
-                        return None;
+                    if self.handed == self.limit {
+                        return Next::Done;
                     }
-                    self.sent += 1;
+                    self.handed += 1;
+                    self.log(format_args!(
+                        "block {} {} {} {channel}",
+                        b.file, b.offset, b.len
+                    ));
                 }
-                return Some((b, held));
+                return Next::Block(b, held);
             }
-            if self.file >= self.sizes.len() {
-                return None;
+            if !self.pipelining {
+                if let Some(f) = l.file {
+                    if self.files[f].done.is_none() {
+                        if !l.waiting {
+                            l.waiting = true;
+                            self.confirmation_waits += 1;
+                        }
+                        return Next::Wait;
+                    }
+                }
             }
-            self.blocks = Some(FileBlocks::new(
-                self.file as u32,
-                self.sizes[self.file],
-                self.block_size,
-            ));
-            self.file += 1;
+            if self.next_file >= self.sizes.len() {
+                return Next::Done;
+            }
+            let f = self.next_file;
+            self.next_file += 1;
+            let l = &mut self.lanes[lane];
+            l.blocks = Some(FileBlocks::new(f as u32, self.sizes[f], self.block_size));
+            l.file = Some(f);
+            l.waiting = false;
         }
     }
+
+    /// One line to the block log, written whole (a crash leaves whole lines).
+    fn log(&mut self, line: std::fmt::Arguments) {
+        if let Some(f) = &mut self.log {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+
+    /// Records block `b`'s hash; returns the file's digest once every block of it is
+    /// hashed (at most once per file).
+    fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<[u8; 32]> {
+        let f = &mut self.files[b.file as usize];
+        f.hashes[(b.offset / u64::from(self.block_size)) as usize] = hash;
+        f.hashed += 1;
+        (f.hashed == f.hashes.len()).then(|| digest_of(std::mem::take(&mut f.hashes)))
+    }
 }
+
+/// A file's digest: BLAKE3 over its blocks' hashes in order.
+fn digest_of(hashes: Vec<[u8; 32]>) -> [u8; 32] {
+    let mut d = blake3::Hasher::new();
+    for h in &hashes {
+        d.update(h);
+    }
+    *d.finalize().as_bytes()
+}
+
+/// What the channel threads and the verdict thread share. (A channel waiting for a
+/// verdict polls it every millisecond rather than sleeping on a condition: it has to
+/// keep driving its UDT socket meanwhile.)
+type Shared = Arc<Mutex<Sched>>;
 
 /// Sends the files under `opts.paths` to a `longhaul recv` at `opts.dest`.
 pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let files = list_files(&opts.paths)?;
+    if opts.channels == 0 || opts.concurrency == 0 {
+        return Err(TransferError::Protocol(
+            "channels and concurrency must be at least 1".into(),
+        ));
+    }
+    let total_channels = opts
+        .channels
+        .checked_mul(opts.concurrency)
+        .ok_or_else(|| TransferError::Protocol("channels × concurrency is too many".into()))?;
+    let log = opts
+        .block_log
+        .as_ref()
+        .map(|p| {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(TransferError::io(p.display().to_string()))
+        })
+        .transpose()?;
     let tcp = TcpStream::connect_timeout(&opts.dest, opts.timeout)
         .map_err(TransferError::io(format!("connecting to {}", opts.dest)))?;
     tcp.set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
@@ -183,12 +305,12 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 size: *size,
             })
             .collect(),
-        channels: opts.channels,
+        channels: total_channels,
         block_size: opts.block_size,
         transport: opts.transport,
     })?;
     let (ports, have) = match ctl.recv()? {
-        Msg::Accept { ports, have } if ports.len() == usize::from(opts.channels) => (ports, have),
+        Msg::Accept { ports, have } if ports.len() == usize::from(total_channels) => (ports, have),
         Msg::Reject { reason } => {
             return Err(TransferError::Protocol(format!(
                 "the receiver refused: {reason}"
@@ -200,29 +322,45 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             )))
         }
     };
+    let (reader, writer) = ctl.split()?;
+    let writer = Arc::new(Mutex::new(writer));
     let sizes: Vec<u64> = files.iter().map(|f| f.2).collect();
-    let work = Arc::new(Mutex::new(Work {
-        file: 0,
-        blocks: None,
+    let shared: Shared = Arc::new(Mutex::new(Sched {
+        next_file: 0,
+        lanes: (0..opts.concurrency).map(|_| Lane::default()).collect(),
+        files: sizes
+            .iter()
+            .map(|&s| FileState {
+                hashes: vec![[0u8; 32]; s.div_ceil(u64::from(opts.block_size)) as usize],
+                hashed: 0,
+                done: None,
+            })
+            .collect(),
         sizes: sizes.clone(),
         block_size: opts.block_size,
+        pipelining: opts.pipelining,
         have: (0..files.len())
             .map(|i| {
                 have.get(i)
                     .map_or_else(Default::default, |h| h.iter().copied().collect())
             })
             .collect(),
-        sent: 0,
+        handed: 0,
         limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
+        confirmation_waits: 0,
+        abort: None,
+        log,
     }));
-    // Block hashes per file, by block number: the file digest hashes them in order.
-    let hashes: Arc<Mutex<Vec<Vec<[u8; 32]>>>> = Arc::new(Mutex::new(
-        sizes
-            .iter()
-            .map(|&s| vec![[0u8; 32]; s.div_ceil(u64::from(opts.block_size)) as usize])
-            .collect(),
-    ));
     let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.0.clone()).collect());
+    // An empty file has no block to finish it: its digest (of nothing) goes now.
+    for (i, _) in sizes.iter().enumerate().filter(|(_, &s)| s == 0) {
+        send_digest(&writer, i, digest_of(vec![]))?;
+    }
+    let verdicts = {
+        let (shared, writer, sources) = (shared.clone(), writer.clone(), sources.clone());
+        let block_size = opts.block_size;
+        thread::spawn(move || verdicts(reader, &shared, &writer, &sources, &sizes, block_size))
+    };
     let mut threads = vec![];
     for (c, port) in ports.into_iter().enumerate() {
         let addr = SocketAddr::new(opts.dest.ip(), port);
@@ -231,7 +369,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             isn: (c as u32).wrapping_mul(104_729) & 0x3fff_ffff,
             ..opts.udt
         };
-        let (work, hashes, sources) = (work.clone(), hashes.clone(), sources.clone());
+        let lane = c / usize::from(opts.channels);
+        let (shared, writer, sources) = (shared.clone(), writer.clone(), sources.clone());
         let (timeout, block_size, impair) = (opts.timeout, opts.block_size, opts.impair);
         let transport = opts.transport;
         let progress = opts.progress.clone();
@@ -251,8 +390,15 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
                 let (mut bytes, mut blocks, mut skipped) = (0, 0, 0);
                 loop {
-                    let Some((b, held)) = work.lock().expect("no panics hold it").next() else {
-                        break;
+                    let next = shared.lock().expect("no panics hold it").next(lane, c);
+                    let (b, held) = match next {
+                        Next::Block(b, held) => (b, held),
+                        Next::Done => break,
+                        Next::Wait => {
+                            // Keep the channel going while the receiver confirms.
+                            s.idle(Duration::from_millis(1))?;
+                            continue;
+                        }
                     };
                     if open.as_ref().is_none_or(|(i, _)| *i != b.file) {
                         let p = &sources[b.file as usize];
@@ -271,18 +417,21 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                         )))?;
                     let h = *blake3::hash(data).as_bytes();
                     buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
-                    hashes.lock().expect("no panics hold it")[b.file as usize]
-                        [(b.offset / u64::from(block_size)) as usize] = h;
-                    if held {
+                    if !held {
+                        s.write_all(&buf[..HEADER_LEN + n + 32])?;
+                        bytes += u64::from(b.len);
+                        if let Some(p) = &progress {
+                            p.fetch_add(u64::from(b.len), Ordering::Relaxed);
+                        }
+                        blocks += 1;
+                    } else {
                         skipped += 1;
-                        continue;
                     }
-                    s.write_all(&buf[..HEADER_LEN + n + 32])?;
-                    bytes += u64::from(b.len);
-                    if let Some(p) = &progress {
-                        p.fetch_add(u64::from(b.len), Ordering::Relaxed);
+                    // After the block is on its way: the digest follows its blocks.
+                    let digest = shared.lock().expect("no panics hold it").hashed(&b, h);
+                    if let Some(d) = digest {
+                        send_digest(&writer, b.file as usize, d)?;
                     }
-                    blocks += 1;
                 }
                 s.write_all(&END_OF_CHANNEL)?;
                 s.finish(timeout.max(Duration::from_secs(60)))?;
@@ -302,70 +451,118 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             Err(e) => failure = failure.or(Some(e)),
         }
     }
-    if let Some(e) = failure {
-        return Err(e);
+    let crashed = opts.stop_after_blocks.is_some_and(|l| blocks >= l);
+    if failure.is_some() || crashed {
+        // Leave: the receiver keeps what came, for a later session to resume. (A
+        // test's crash leaves this way too.) Closing the control channel ends the
+        // verdict thread.
+        let _ = writer.lock().expect("no panics hold it").shutdown();
+        let _ = verdicts.join();
+        return Err(failure.unwrap_or_else(|| {
+            TransferError::Protocol(format!("stopped after {blocks} blocks, as asked"))
+        }));
     }
-    if opts.stop_after_blocks.is_some_and(|l| blocks >= l) {
-        // A test's crash: leave without the digests; the receiver keeps what came.
-        return Err(TransferError::Protocol(format!(
-            "stopped after {blocks} blocks, as asked"
-        )));
-    }
-    let hashes = hashes.lock().expect("no panics hold it");
-    for (i, hs) in hashes.iter().enumerate() {
-        let mut d = blake3::Hasher::new();
-        for h in hs {
-            d.update(h);
-        }
-        ctl.send(&Msg::Digest {
-            file: i as u32,
-            digest: hex(d.finalize().as_bytes()),
-        })?;
-    }
-    let mut bad = vec![];
-    let mut resent = 0;
-    loop {
-        match ctl.recv()? {
-            Msg::FileDone { file, ok } => {
-                if !ok {
-                    bad.push(files.get(file as usize).map_or("?".into(), |f| f.1.clone()));
-                }
-            }
-            Msg::Resend { blocks } => {
-                for (file, offset, len) in blocks {
-                    let src = files
-                        .get(file as usize)
-                        .filter(|f| offset + u64::from(len) <= f.2 && len <= opts.block_size)
-                        .ok_or_else(|| {
-                            TransferError::Protocol(format!(
-                                "asked again for block {file}@{offset}, which was never sent"
-                            ))
-                        })?;
-                    let mut data = vec![0u8; len as usize];
-                    File::open(&src.0)
-                        .and_then(|f| f.read_exact_at(&mut data, offset))
-                        .map_err(TransferError::io(src.0.display().to_string()))?;
-                    ctl.send(&Msg::Block { file, offset, len })?;
-                    ctl.send_raw(&data)?;
-                    ctl.send_raw(blake3::hash(&data).as_bytes())?;
-                    resent += 1;
-                }
-            }
-            Msg::Finished => break,
-            m => return Err(TransferError::Protocol(format!("unexpected {m:?}"))),
-        }
-    }
+    let (bad, resent) = verdicts.join().expect("verdict thread")?;
     if !bad.is_empty() {
+        let names: Vec<String> = bad
+            .iter()
+            .map(|&i| files.get(i).map_or("?".into(), |f| f.1.clone()))
+            .collect();
         return Err(TransferError::Integrity(format!(
             "the receiver could not verify: {}",
-            bad.join(", ")
+            names.join(", ")
         )));
     }
+    let confirmation_waits = shared.lock().expect("no panics hold it").confirmation_waits;
     Ok(SendSummary {
         files: files.len(),
         bytes,
         blocks,
         resent,
         skipped,
+        confirmation_waits,
     })
+}
+
+fn send_digest(
+    writer: &Mutex<ControlWriter>,
+    file: usize,
+    digest: [u8; 32],
+) -> Result<(), TransferError> {
+    writer
+        .lock()
+        .expect("no panics hold it")
+        .send(&Msg::Digest {
+            file: file as u32,
+            digest: hex(&digest),
+        })
+}
+
+/// The control channel's reading side for the whole data phase: records each
+/// file's verdict (waking a channel group that waits for it), answers resend
+/// requests, and ends at `Finished`. Returns the failed files and the blocks resent.
+fn verdicts(
+    mut reader: ControlReader,
+    shared: &Shared,
+    writer: &Mutex<ControlWriter>,
+    sources: &[PathBuf],
+    sizes: &[u64],
+    block_size: u32,
+) -> Result<(Vec<usize>, u64), TransferError> {
+    let mut serve = || -> Result<(Vec<usize>, u64), TransferError> {
+        let (mut bad, mut resent) = (vec![], 0);
+        loop {
+            let m = reader.recv()?;
+            match m {
+                Msg::FileDone { file, ok } => {
+                    let mut s = shared.lock().expect("no panics hold it");
+                    let Some(f) = s.files.get_mut(file as usize) else {
+                        return Err(TransferError::Protocol(format!(
+                            "a verdict for file {file}, which was not offered"
+                        )));
+                    };
+                    f.done = Some(ok);
+                    s.log(format_args!(
+                        "done {file} {}",
+                        if ok { "ok" } else { "failed" }
+                    ));
+                    if !ok {
+                        bad.push(file as usize);
+                    }
+                }
+                Msg::Resend { blocks } => {
+                    for (file, offset, len) in blocks {
+                        let Some(src) = sources.get(file as usize).filter(|_| {
+                            offset.saturating_add(u64::from(len)) <= sizes[file as usize]
+                                && len <= block_size
+                        }) else {
+                            return Err(TransferError::Protocol(format!(
+                                "asked again for block {file}@{offset}, which was never sent"
+                            )));
+                        };
+                        let mut data = vec![0u8; len as usize];
+                        if let Err(e) =
+                            File::open(src).and_then(|f| f.read_exact_at(&mut data, offset))
+                        {
+                            return Err(TransferError::io(src.display().to_string())(e));
+                        }
+                        let hash = blake3::hash(&data);
+                        writer.lock().expect("no panics hold it").send_with(
+                            &Msg::Block { file, offset, len },
+                            &[&data, hash.as_bytes()],
+                        )?;
+                        resent += 1;
+                    }
+                }
+                Msg::Finished => return Ok((bad, resent)),
+                m => return Err(TransferError::Protocol(format!("unexpected {m:?}"))),
+            }
+        }
+    };
+    let result = serve();
+    if let Err(e) = &result {
+        // The channels must not wait for verdicts that will not come.
+        shared.lock().expect("no panics hold it").abort = Some(e.to_string());
+    }
+    result
 }

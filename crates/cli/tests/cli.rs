@@ -616,7 +616,9 @@ fn send_and_recv_over_loopback() {
 
 /// kill -9 of the sender mid-transfer: the receiver exits (1) and keeps the part
 /// file and its journal; the same `send` to a new `recv` resumes, sends only the
-/// blocks the journal lacks, and the file ends byte-exact.
+/// blocks the journal lacks, and the file ends byte-exact. The blocks sent twice
+/// (handed to a channel before the kill, per the first run's block log, and not
+/// kept) are fewer than channels × blocks in flight.
 #[test]
 fn a_killed_sender_resumes() {
     use std::process::Stdio;
@@ -626,20 +628,25 @@ fn a_killed_sender_resumes() {
         .collect();
     std::fs::write(dir.path().join("big.bin"), &data).unwrap();
     std::fs::write(dir.path().join("tok"), "k\n").unwrap();
+    const CHANNELS: u64 = 2;
+    const BLOCK: u64 = 1 << 20;
+    let total = (data.len() as u64).div_ceil(BLOCK);
     let serve = || {
         let (child, addr, _) = spawn_recv(dir.path(), "dst");
         (child, addr)
     };
-    let send = |addr: &str| {
+    let send = |addr: &str, log: &str| {
         Command::new(env!("CARGO_BIN_EXE_longhaul"))
             .args([
                 "send",
                 "--token-file",
                 "tok",
                 "--channels",
-                "2",
+                &CHANNELS.to_string(),
                 "--block-size",
                 "1MiB",
+                "--block-log",
+                log,
                 "--json",
                 "big.bin",
                 addr,
@@ -650,8 +657,15 @@ fn a_killed_sender_resumes() {
             .spawn()
             .unwrap()
     };
+    let blocks_logged = |log: &str| {
+        std::fs::read_to_string(dir.path().join(log))
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with("block "))
+            .count() as u64
+    };
     let (mut recv, addr) = serve();
-    let mut sender = send(&addr);
+    let mut sender = send(&addr, "log1");
     // Wait until some blocks are journaled, then kill the sender outright.
     let journal = dir.path().join("dst/.big.bin.longhaul-journal");
     let deadline = std::time::Duration::from_secs(30);
@@ -666,15 +680,34 @@ fn a_killed_sender_resumes() {
     assert_eq!(recv.wait().unwrap().code(), Some(1));
     assert!(!dir.path().join("dst/big.bin").exists());
     let kept = std::fs::read_to_string(&journal).unwrap().lines().count() as u64 - 1;
-    assert!((29..191).contains(&kept), "{kept} of 191 blocks kept");
+    assert!((29..total).contains(&kept), "{kept} of {total} blocks kept");
+    let handed = blocks_logged("log1");
+    assert!(handed >= kept, "{handed} handed out, {kept} kept");
 
     let (recv, addr) = serve();
-    let o = send(&addr).wait_with_output().unwrap();
+    let o = send(&addr, "log2").wait_with_output().unwrap();
     assert!(o.status.success());
     let mut recv = recv;
     assert!(recv.wait().unwrap().success());
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(summary["resumed_blocks"], kept);
-    assert_eq!(summary["blocks"], 191 - kept);
+    assert_eq!(summary["blocks"], total - kept);
+    assert_eq!(blocks_logged("log2"), total - kept);
     assert!(std::fs::read(dir.path().join("dst/big.bin")).unwrap() == data);
+
+    // Blocks in flight on one channel: the one the sender is writing, those in its
+    // UDT send buffer, those in the receiver's UDT receive buffer, and the one the
+    // receiver is reading.
+    let udt = longhaul_proto::udt::UdtConnConfig::default();
+    let buffer = |pkts: u32| (u64::from(pkts) * u64::from(udt.mss)).div_ceil(BLOCK);
+    let in_flight = 2 + buffer(udt.snd_buf_pkts) + buffer(udt.rcv_buf_pkts);
+    let resent = handed - kept;
+    eprintln!(
+        "kill -9: {handed} blocks handed out, {kept} kept, {resent} sent again (bound {})",
+        CHANNELS * in_flight
+    );
+    assert!(
+        resent < CHANNELS * in_flight,
+        "{resent} blocks sent twice; {CHANNELS} channels × {in_flight} in flight"
+    );
 }

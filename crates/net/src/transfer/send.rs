@@ -193,6 +193,9 @@ impl Sched {
                 }
                 return Next::Block(b, held);
             }
+            if self.next_file >= self.sizes.len() {
+                return Next::Done;
+            }
             if !self.pipelining {
                 if let Some(f) = l.file {
                     if self.files[f].done.is_none() {
@@ -203,9 +206,6 @@ impl Sched {
                         return Next::Wait;
                     }
                 }
-            }
-            if self.next_file >= self.sizes.len() {
-                return Next::Done;
             }
             let f = self.next_file;
             self.next_file += 1;

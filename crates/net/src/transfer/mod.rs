@@ -1,40 +1,51 @@
-//! `longhaul send` / `longhaul recv`, first version: files over parallel UDT
-//! channels (or TCP streams), with a TCP control channel that authenticates the sender.
+//! `longhaul send` / `longhaul recv`: files over parallel UDT channels (or TCP
+//! streams), with a TCP control channel that authenticates the sender.
 //!
 //! ```text
 //!  sender                                   receiver (listens on TCP)
-//!   |-- Hello{version} ------------------------>|
+//!   |-- Hello{version 2} ---------------------->|
 //!   |<------------------------ Challenge{nonce} |
 //!   |-- Auth{mac = BLAKE3_k(nonce)} ----------->|   k = BLAKE3(token): the token
 //!   |-- Offer{files, channels, block size} ---->|   never crosses the network
-//!   |<------------- Accept{UDT ports} / Reject  |
-//!   |== N UDT channels: [header][data][BLAKE3(data)] ... [end] ==>|
-//!   |<------------------ FileDone{file, ok} ... |   a file is renamed into place
-//!   |<--------------------------------- Finished|   once every block checked out
+//!   |<------ Accept{ports, blocks held} / Reject|
+//!   |== N channels: [header][data][BLAKE3(data)] ... [end] ==>|
+//!   |-- Digest{file} (once its blocks are out) >|
+//!   |<----------- Resend{block} (hash failed)   |
+//!   |-- Block{file, offset} + bytes ----------->|
+//!   |<---------------- FileDone{file, ok} ...   |   as each file is verified and
+//!   |<--------------------------------- Finished|   renamed into place
 //! ```
 //!
 //! A file's digest is BLAKE3 over its blocks' BLAKE3 hashes in order, computed by
 //! both sides while the blocks pass (no second read). The receiver writes each
-//! block at its offset in a temporary file (`.NAME.longhaul-part`) and renames it
-//! when the file is complete and its digest matches. A block that fails its hash on
-//! arrival is asked for again (`Resend`) once the channels are done, and comes back
-//! on the control channel (`Block` and its bytes), up to three rounds.
+//! block at its offset in a temporary file (`.NAME.longhaul-part`); once a file has
+//! all its blocks and its digest matches, it joins a commit batch: one `syncfs`,
+//! then the batch's renames and `FileDone`s. A block that fails its hash on arrival
+//! is asked for again at once (`Resend`) and comes back on the control channel, up
+//! to three times.
 //!
-//! Many files: the offer lists them all at once, every channel takes the next block
-//! of any file, so files follow each other without a round trip and small files
-//! share the channels' streams (100 000 files of up to 500 bytes: 10 s on
-//! loopback). Each side keeps only the files it is working on open; the receiver
-//! flushes the session with one `syncfs` before renaming files into place.
+//! Parallelism, concurrency, pipelining (the knobs of GridFTP and mdtmFTP): the
+//! session opens `channels × concurrency` channels in `concurrency` groups; each
+//! group works on one file at a time, striped over its `channels` channels, and
+//! takes the next file from the offer's list when it has handed out the last block
+//! of its current one. With pipelining (the default) it does so at once, so files
+//! follow each other without a round trip and 100 000 small files take 10 s on
+//! loopback; without, it first waits for the receiver's `FileDone` of the file
+//! before (one round trip per file). `--block-log` records every block handed
+//! out and every verdict. Each side keeps only the files it works on open.
 //!
 //! Resume: the receiver appends every checked block to `.NAME.longhaul-journal`
-//! (files of more than one block; a one-block file is all or nothing).
-//! After an interrupted session the part file and the journal stay, and the next
-//! session of the same file and block size tells the sender which blocks it holds
-//! (`Accept.have`). The sender reads and hashes those for the digest but does not
-//! send them.
-//!
-//! Not yet (issue 8): concurrency and pipelining as separate knobs (the channels
-//! share one queue of blocks, which is pipelining with full concurrency).
+//! (files of more than one block; a one-block file is all or nothing), one whole
+//! line per write after the block's data. After an interrupted session (kill -9 of
+//! either side, a cut network) the part file and the journal stay; when the
+//! receiver is alive it first writes and journals every block already in its
+//! buffers. The next session of the same file and block size re-reads and re-hashes
+//! every journaled block (so a power cut that kept a line but lost its data costs a
+//! re-send, not a wrong file, and no fsync per block is needed), rewrites the
+//! journal with those that check out, and tells the sender (`Accept.have`), which
+//! reads and hashes them for the digest but does not send them. Blocks sent twice
+//! are those in flight at the interruption: measured 4 to 15 of 2 × 26 possible in
+//! the kill -9 test.
 
 mod channel;
 mod control;

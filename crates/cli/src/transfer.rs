@@ -59,6 +59,10 @@ pub struct RecvArgs {
     /// Replace files that exist.
     #[arg(long)]
     overwrite: bool,
+    /// Refuse sessions whose buffers (channels × (block + UDT buffer)) would take
+    /// more memory than this here.
+    #[arg(long, default_value = "512MiB")]
+    memory_cap: String,
     #[command(flatten)]
     token: TokenArgs,
     /// Print the summary as JSON.
@@ -105,6 +109,10 @@ pub struct SendArgs {
     rate_limit: Option<String>,
     #[command(flatten)]
     token: TokenArgs,
+    /// Refuse to start if the session's buffers (channels × (block + UDT buffer))
+    /// would take more memory than this here.
+    #[arg(long, default_value = "512MiB")]
+    memory_cap: String,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -118,7 +126,9 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     let token = a.token.token()?;
     std::fs::create_dir_all(&a.dir)
         .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", a.dir.display())))?;
+    let memory_cap = memory_cap(&a.memory_cap)?;
     let opts = RecvOptions {
+        memory_cap,
         dir: a.dir.canonicalize()?,
         listen: a.listen,
         token,
@@ -247,13 +257,14 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         opts.transport,
         &opts.udt,
     );
-    if need > longhaul_net::transfer::MEMORY_CAP {
+    let cap = memory_cap(&a.memory_cap)?;
+    if need > cap {
         return Err(Failure::input(anyhow::anyhow!(
             "{} channels of {} blocks would need {} MiB of buffers; at most {} MiB: use fewer channels or smaller blocks",
             total_channels,
             a.block_size,
             need >> 20,
-            longhaul_net::transfer::MEMORY_CAP >> 20
+            cap >> 20
         )));
     }
     let total: u64 = longhaul_net::transfer::list_files(&opts.paths)?
@@ -328,4 +339,16 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// `--memory-cap`: a size of at least 1 MiB.
+fn memory_cap(s: &str) -> Result<u64, Failure> {
+    longhaul_sim::units::parse_size(s)
+        .ok()
+        .filter(|&b| b >= 1 << 20)
+        .ok_or_else(|| {
+            Failure::input(anyhow::anyhow!(
+                "--memory-cap `{s}`: give a size of at least 1 MiB, e.g. 512MiB"
+            ))
+        })
 }

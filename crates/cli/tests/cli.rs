@@ -612,6 +612,61 @@ fn send_and_recv_over_loopback() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("token"), "{}", stderr(&o));
+    for args in [
+        &[
+            "recv",
+            "--token-file",
+            "tok",
+            "--memory-cap",
+            "1KiB",
+            "dst4",
+        ][..],
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--memory-cap",
+            "lots",
+            "src",
+            "127.0.0.1:9",
+        ],
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--channels",
+            "64",
+            "--concurrency",
+            "8",
+            "src",
+            "127.0.0.1:9",
+        ],
+    ] {
+        let o = longhaul(args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--memory-cap") || stderr(&o).contains("--concurrency"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // A sender's own cap: 8 UDT channels (100 MB of buffers) do not fit in 64 MiB.
+    let o = longhaul(
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--channels",
+            "8",
+            "--memory-cap",
+            "64MiB",
+            "src",
+            "127.0.0.1:9",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("MiB of buffers"), "{}", stderr(&o));
 }
 
 /// kill -9 of the sender mid-transfer: the receiver exits (1) and keeps the part

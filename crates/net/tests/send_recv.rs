@@ -36,6 +36,7 @@ fn recv_opts(dir: &Path, token: &str) -> RecvOptions {
         },
         timeout: T,
         impair: None,
+        memory_cap: longhaul_net::transfer::MEMORY_CAP,
     }
 }
 
@@ -412,6 +413,20 @@ fn a_session_over_the_memory_cap_is_refused() {
     assert!(e.to_string().contains("MiB of buffers"), "{e}");
     assert!(h.join().unwrap().is_err());
     assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
+    // The cap is the receiver's to set: 4 channels (4 x 12.5 MB) pass 64 MiB, 8 do not.
+    for (channels, fits) in [(8, false), (4, true)] {
+        let mut r = recv_opts(dst.path(), "t");
+        r.memory_cap = 64 << 20;
+        let (addr, h) = receiver(r);
+        let mut o = send_opts(vec![src.path().join("x")], addr, "t", channels);
+        o.block_size = 1 << 20;
+        assert_eq!(send(&o).is_ok(), fits, "{channels} channels");
+        assert_eq!(h.join().unwrap().is_ok(), fits);
+    }
+    assert!(
+        std::fs::read(dst.path().join("x")).unwrap()
+            == std::fs::read(src.path().join("x")).unwrap()
+    );
 }
 
 /// A session that dies half-way (the sender stops after 20 of 46 blocks and drops

@@ -37,6 +37,9 @@ pub struct RecvOptions {
     pub timeout: Duration,
     /// Faults to inject into the data channels' datagrams (tests).
     pub impair: Option<Impairment>,
+    /// The most buffer memory a session may take here ([`super::MEMORY_CAP`] by
+    /// default); a larger offer is refused before anything is set up.
+    pub memory_cap: u64,
 }
 
 /// What a receive did.
@@ -278,11 +281,11 @@ pub fn receive(
         return Err(refuse(&mut ctl, e));
     }
     let need = super::session_memory(channels, block_size, transport, &opts.udt);
-    if need > super::MEMORY_CAP {
+    if need > opts.memory_cap {
         let e = TransferError::Protocol(format!(
             "{channels} channels of {block_size}-byte blocks would need {} MiB of buffers here; at most {} MiB (fewer channels or smaller blocks)",
             need >> 20,
-            super::MEMORY_CAP >> 20
+            opts.memory_cap >> 20
         ));
         return Err(refuse(&mut ctl, e));
     }
@@ -509,10 +512,10 @@ pub fn receive(
                     failure = Some(TransferError::Integrity(format!(
                         "block {file}@{offset} arrived damaged {MAX_REFETCH} times"
                     )));
-                } else {
-                    session.writer.send(&Msg::Resend {
-                        blocks: vec![(file, offset, len)],
-                    })?;
+                } else if let Err(e) = session.writer.send(&Msg::Resend {
+                    blocks: vec![(file, offset, len)],
+                }) {
+                    failure = Some(e);
                 }
             }
             Event::ChannelEnded(r) => {
@@ -624,10 +627,10 @@ impl Session {
         drop(all);
         self.done[i] = true;
         self.failed_files += 1;
-        self.writer.send(&Msg::FileDone {
+        let _ = self.writer.send(&Msg::FileDone {
             file: i as u32,
             ok: false,
-        })?;
+        });
         Ok(1)
     }
 
@@ -664,10 +667,12 @@ impl Session {
             self.done[i] = true;
             self.ok_files += 1;
             self.bytes += size;
-            self.writer.send(&Msg::FileDone {
+            // A sender that is gone cannot hear it, but the file is in place all
+            // the same; its control channel's end arrives as an event of its own.
+            let _ = self.writer.send(&Msg::FileDone {
                 file: i as u32,
                 ok: true,
-            })?;
+            });
         }
         Ok(n)
     }

@@ -52,7 +52,12 @@ impl TokenArgs {
 #[derive(Debug, Args)]
 pub struct RecvArgs {
     /// Directory the files go into (created if missing); nothing is written outside it.
-    dir: PathBuf,
+    #[arg(required_unless_present = "discard")]
+    dir: Option<PathBuf>,
+    /// Check every block and file but write nothing: memory to memory, with
+    /// `longhaul send --synthetic` on the other side.
+    #[arg(long, conflicts_with = "dir")]
+    discard: bool,
     /// Control address to listen on.
     #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
     listen: SocketAddr,
@@ -73,8 +78,13 @@ pub struct RecvArgs {
 #[derive(Debug, Args)]
 pub struct SendArgs {
     /// Files and directories (sent recursively), then HOST[:PORT] of a `longhaul recv`.
-    #[arg(required = true, num_args = 2..)]
+    #[arg(required = true, num_args = 1..)]
     args: Vec<String>,
+    /// Send one generated file of this size (named `synthetic`) instead of PATHs:
+    /// with `longhaul recv --discard`, a memory-to-memory run of the whole
+    /// protocol (blocks, hashes, digests) that no disk limits.
+    #[arg(long, value_name = "SIZE")]
+    synthetic: Option<String>,
     /// Data channels per file (parallelism): each file is striped over this many.
     #[arg(long, default_value_t = 4)]
     channels: u16,
@@ -124,12 +134,16 @@ pub struct SendArgs {
 
 pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     let token = a.token.token()?;
-    std::fs::create_dir_all(&a.dir)
-        .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", a.dir.display())))?;
+    // With --discard nothing is written; names are still checked against the
+    // current directory.
+    let dir = a.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", dir.display())))?;
     let memory_cap = memory_cap(&a.memory_cap)?;
     let opts = RecvOptions {
         memory_cap,
-        dir: a.dir.canonicalize()?,
+        dir: dir.canonicalize()?,
+        discard: a.discard,
         listen: a.listen,
         token,
         overwrite: a.overwrite,
@@ -160,7 +174,24 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
 #[allow(clippy::disallowed_methods)] // the wall time of a transfer, for its rate
 pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let token = a.token.token()?;
-    let (dest, paths) = a.args.split_last().expect("clap requires two");
+    let (dest, paths) = a.args.split_last().expect("clap requires one");
+    let synthetic =
+        match &a.synthetic {
+            None if paths.is_empty() => {
+                return Err(Failure::input(anyhow::anyhow!(
+                    "give the files to send before HOST[:PORT] (or --synthetic SIZE)"
+                )))
+            }
+            None => None,
+            Some(_) if !paths.is_empty() => {
+                return Err(Failure::input(anyhow::anyhow!(
+                    "--synthetic sends a generated file: give only HOST[:PORT], no paths"
+                )))
+            }
+            Some(z) => Some(longhaul_sim::units::parse_size(z).map_err(|e| {
+                Failure::input(anyhow::anyhow!("--synthetic `{z}`: {e} (e.g. 10GiB)"))
+            })?),
+        };
     let with_port = if dest
         .rsplit_once(':')
         .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
@@ -228,6 +259,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let progress = Arc::new(AtomicU64::new(0));
     let opts = SendOptions {
         paths,
+        synthetic,
         dest,
         token,
         channels: a.channels,
@@ -267,10 +299,13 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             cap >> 20
         )));
     }
-    let total: u64 = longhaul_net::transfer::list_files(&opts.paths)?
-        .iter()
-        .map(|f| f.2)
-        .sum();
+    let total: u64 = match synthetic {
+        Some(n) => n,
+        None => longhaul_net::transfer::list_files(&opts.paths)?
+            .iter()
+            .map(|f| f.2)
+            .sum(),
+    };
     let start = std::time::Instant::now();
     if a.json_stream {
         println!(

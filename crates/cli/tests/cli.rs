@@ -650,6 +650,86 @@ fn send_and_recv_over_loopback() {
             stderr(&o)
         );
     }
+    // Memory to memory: a generated stream to a receiver that writes nothing.
+    let (recv, addr, _) = {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args([
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--token-file",
+                "tok",
+                "--discard",
+                "--json",
+            ])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect(&line)
+            .to_string();
+        (child, addr, err)
+    };
+    let before = std::fs::read_dir(dir.path()).unwrap().count();
+    let o = longhaul(
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--synthetic",
+            "20MB",
+            "--json",
+            &addr,
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(summary["bytes"], 20_000_000);
+    let r = recv.wait_with_output().unwrap();
+    assert!(r.status.success());
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&r.stdout).unwrap()["bytes"],
+        20_000_000
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        before,
+        "nothing written"
+    );
+    for args in [
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--synthetic",
+            "1MB",
+            "src",
+            "127.0.0.1:9",
+        ][..],
+        &["send", "--token-file", "tok", "127.0.0.1:9"],
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--synthetic",
+            "lots",
+            "127.0.0.1:9",
+        ],
+    ] {
+        let o = longhaul(args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+
     // A sender's own cap: 8 UDT channels (100 MB of buffers) do not fit in 64 MiB.
     let o = longhaul(
         &[

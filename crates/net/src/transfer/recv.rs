@@ -31,6 +31,9 @@ pub struct RecvOptions {
     pub token: String,
     /// Whether an existing file may be replaced.
     pub overwrite: bool,
+    /// Check every block and file as usual but write nothing (memory to memory:
+    /// measures the path and the hosts' CPUs without the receiver's disk).
+    pub discard: bool,
     /// UDT parameters (socket IDs are set per channel).
     pub udt: UdtConnConfig,
     /// How long to wait for the sender at each step.
@@ -78,6 +81,8 @@ struct Incoming {
     hashes: BTreeMap<u64, [u8; 32]>,
     /// Blocks that arrived damaged and were stored when sent again.
     refetched: u64,
+    /// Checked and dropped, not written ([`RecvOptions::discard`]).
+    discard: bool,
 }
 
 fn random_nonce() -> Result<[u8; 32], TransferError> {
@@ -92,6 +97,10 @@ impl Incoming {
     /// Writes a checked block at its offset and appends it to the journal. The
     /// block that completes the file closes both.
     fn write_block(&mut self, data: &[u8], offset: u64, hash: &[u8]) -> Result<(), TransferError> {
+        if self.discard {
+            self.received += data.len() as u64;
+            return Ok(());
+        }
         if self.open.is_none() {
             // A journaled part file was made at the offer; a one-block file's part
             // is made by its block.
@@ -297,7 +306,7 @@ pub fn receive(
             Ok(p) => p,
             Err(e) => return Err(refuse(&mut ctl, e)),
         };
-        if !opts.overwrite && std::fs::symlink_metadata(&path).is_ok() {
+        if !opts.overwrite && !opts.discard && std::fs::symlink_metadata(&path).is_ok() {
             let e =
                 TransferError::Protocol(format!("`{}` exists (allow with --overwrite)", f.path));
             return Err(refuse(&mut ctl, e));
@@ -309,7 +318,11 @@ pub fn receive(
         targets.push((path, f.size));
     }
     // Room for everything, before anything is written.
-    let need: u64 = targets.iter().map(|t| t.1).fold(0, u64::saturating_add);
+    let need: u64 = if opts.discard {
+        0
+    } else {
+        targets.iter().map(|t| t.1).fold(0, u64::saturating_add)
+    };
     let free = fs4::available_space(&opts.dir).map_err(TransferError::io(format!(
         "{}: free space",
         opts.dir.display()
@@ -330,7 +343,7 @@ pub fn receive(
             .expect("joined under the directory")
             .to_path_buf();
         // Files of a directory come together: make each directory once.
-        if made_dir.as_ref() != Some(&parent) {
+        if !opts.discard && made_dir.as_ref() != Some(&parent) {
             std::fs::create_dir_all(&parent)
                 .map_err(TransferError::io(parent.display().to_string()))?;
             made_dir = Some(parent.clone());
@@ -338,7 +351,7 @@ pub fn receive(
         let name = path.file_name().expect("a file name").to_string_lossy();
         let part = parent.join(format!(".{name}.longhaul-part"));
         let journal_path = parent.join(format!(".{name}.longhaul-journal"));
-        let journaled = size > u64::from(block_size);
+        let journaled = size > u64::from(block_size) && !opts.discard;
         let mut hashes = BTreeMap::new();
         if journaled {
             // A journal from an interrupted session of the same file and block size
@@ -385,6 +398,7 @@ pub fn receive(
             received,
             hashes,
             refetched: 0,
+            discard: opts.discard,
         });
     }
     let incoming = Arc::new(Mutex::new(incoming));
@@ -421,6 +435,7 @@ pub fn receive(
     drop(events);
     let mut session = Session {
         dir: opts.dir.clone(),
+        discard: opts.discard,
         incoming,
         writer,
         digests: vec![None; files.len()],
@@ -592,6 +607,8 @@ struct Session {
     dir: PathBuf,
     incoming: Arc<Mutex<Vec<Incoming>>>,
     writer: ControlWriter,
+    /// Nothing is written, so nothing is synced or renamed.
+    discard: bool,
     digests: Vec<Option<[u8; 32]>>,
     done: Vec<bool>,
     /// Verified files waiting to be committed.
@@ -638,10 +655,13 @@ impl Session {
     /// with one `syncfs` for the batch rather than an fsync per file (100 000 small
     /// files), then each is renamed and confirmed. Returns how many finished.
     fn commit(&mut self) -> Result<usize, TransferError> {
-        let root =
-            File::open(&self.dir).map_err(TransferError::io(self.dir.display().to_string()))?;
-        nix::unistd::syncfs(root.as_raw_fd())
-            .map_err(|e| TransferError::io(format!("{}: syncfs", self.dir.display()))(e.into()))?;
+        if !self.discard {
+            let root =
+                File::open(&self.dir).map_err(TransferError::io(self.dir.display().to_string()))?;
+            nix::unistd::syncfs(root.as_raw_fd()).map_err(|e| {
+                TransferError::io(format!("{}: syncfs", self.dir.display()))(e.into())
+            })?;
+        }
         let batch = std::mem::take(&mut self.batch);
         let n = batch.len();
         for i in batch {
@@ -656,11 +676,16 @@ impl Session {
                     f.size,
                 )
             };
-            if size == 0 {
-                // No block came to make it.
-                File::create(&part).map_err(TransferError::io(part.display().to_string()))?;
+            if self.discard {
+                // Checked; nothing to put in place.
+            } else {
+                if size == 0 {
+                    // No block came to make it.
+                    File::create(&part).map_err(TransferError::io(part.display().to_string()))?;
+                }
+                std::fs::rename(&part, &path)
+                    .map_err(TransferError::io(path.display().to_string()))?;
             }
-            std::fs::rename(&part, &path).map_err(TransferError::io(path.display().to_string()))?;
             if journaled {
                 let _ = std::fs::remove_file(&journal);
             }

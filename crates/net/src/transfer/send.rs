@@ -25,6 +25,10 @@ use crate::Impairment;
 pub struct SendOptions {
     /// Files and directories (sent recursively, under their own names).
     pub paths: Vec<PathBuf>,
+    /// Instead of `paths`, one generated file of this many bytes named
+    /// `synthetic` (see [`synthetic_fill`]): measures the path and both hosts'
+    /// CPUs without the sender's disk.
+    pub synthetic: Option<u64>,
     /// The receiver's control address.
     pub dest: SocketAddr,
     /// The pre-shared token.
@@ -249,7 +253,11 @@ type Shared = Arc<Mutex<Sched>>;
 
 /// Sends the files under `opts.paths` to a `longhaul recv` at `opts.dest`.
 pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
-    let files = list_files(&opts.paths)?;
+    let files = match opts.synthetic {
+        // An empty path marks the generated file.
+        Some(n) => vec![(PathBuf::new(), "synthetic".to_string(), n)],
+        None => list_files(&opts.paths)?,
+    };
     if opts.channels == 0 || opts.concurrency == 0 {
         return Err(TransferError::Protocol(
             "channels and concurrency must be at least 1".into(),
@@ -400,21 +408,10 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                             continue;
                         }
                     };
-                    if open.as_ref().is_none_or(|(i, _)| *i != b.file) {
-                        let p = &sources[b.file as usize];
-                        let f =
-                            File::open(p).map_err(TransferError::io(p.display().to_string()))?;
-                        open = Some((b.file, f));
-                    }
-                    let f = &open.as_ref().expect("opened above").1;
                     let n = b.len as usize;
                     b.emit(&mut buf[..HEADER_LEN]);
                     let data = &mut buf[HEADER_LEN..HEADER_LEN + n];
-                    f.read_exact_at(data, b.offset)
-                        .map_err(TransferError::io(format!(
-                            "{}: reading (did it shrink?)",
-                            sources[b.file as usize].display()
-                        )))?;
+                    read_block(&sources, &mut open, b.file, data, b.offset)?;
                     let h = *blake3::hash(data).as_bytes();
                     buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
                     if !held {
@@ -484,6 +481,55 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     })
 }
 
+/// Fills `buf` with the bytes of a `synthetic` file from `offset`: 64-bit words
+/// of a Weyl sequence (word `i` is `i × 0x9E37_79B9_7F4A_7C15`, little-endian),
+/// so that every block differs and a receiver can check any byte without the file.
+pub fn synthetic_fill(buf: &mut [u8], offset: u64) {
+    let word = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes();
+    // Up to the first word boundary byte by byte, then whole words (fast enough
+    // not to be what limits a 10 Gb/s sender), then the tail.
+    let head = ((8 - offset % 8) % 8).min(buf.len() as u64) as usize;
+    for (k, b) in buf[..head].iter_mut().enumerate() {
+        let o = offset + k as u64;
+        *b = word(o / 8)[(o % 8) as usize];
+    }
+    let mut i = (offset + head as u64) / 8;
+    let mut words = buf[head..].chunks_exact_mut(8);
+    for w in &mut words {
+        w.copy_from_slice(&word(i));
+        i += 1;
+    }
+    for (k, b) in words.into_remainder().iter_mut().enumerate() {
+        *b = word(i)[k];
+    }
+}
+
+/// Reads `data.len()` bytes of file `file` at `offset` (or generates them, for the
+/// synthetic file), keeping the one file a channel works on open in `open`.
+fn read_block(
+    sources: &[PathBuf],
+    open: &mut Option<(u32, File)>,
+    file: u32,
+    data: &mut [u8],
+    offset: u64,
+) -> Result<(), TransferError> {
+    let p = &sources[file as usize];
+    if p.as_os_str().is_empty() {
+        synthetic_fill(data, offset);
+        return Ok(());
+    }
+    if open.as_ref().is_none_or(|(i, _)| *i != file) {
+        let f = File::open(p).map_err(TransferError::io(p.display().to_string()))?;
+        *open = Some((file, f));
+    }
+    let f = &open.as_ref().expect("opened above").1;
+    f.read_exact_at(data, offset)
+        .map_err(TransferError::io(format!(
+            "{}: reading (did it shrink?)",
+            p.display()
+        )))
+}
+
 fn send_digest(
     writer: &Mutex<ControlWriter>,
     file: usize,
@@ -532,20 +578,16 @@ fn verdicts(
                 }
                 Msg::Resend { blocks } => {
                     for (file, offset, len) in blocks {
-                        let Some(src) = sources.get(file as usize).filter(|_| {
-                            offset.saturating_add(u64::from(len)) <= sizes[file as usize]
-                                && len <= block_size
-                        }) else {
+                        let known = (file as usize) < sources.len()
+                            && offset.saturating_add(u64::from(len)) <= sizes[file as usize]
+                            && len <= block_size;
+                        if !known {
                             return Err(TransferError::Protocol(format!(
                                 "asked again for block {file}@{offset}, which was never sent"
                             )));
-                        };
-                        let mut data = vec![0u8; len as usize];
-                        if let Err(e) =
-                            File::open(src).and_then(|f| f.read_exact_at(&mut data, offset))
-                        {
-                            return Err(TransferError::io(src.display().to_string())(e));
                         }
+                        let mut data = vec![0u8; len as usize];
+                        read_block(sources, &mut None, file, &mut data, offset)?;
                         let hash = blake3::hash(&data);
                         writer.lock().expect("no panics hold it").send_with(
                             &Msg::Block { file, offset, len },
@@ -565,4 +607,25 @@ fn verdicts(
         shared.lock().expect("no panics hold it").abort = Some(e.to_string());
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::synthetic_fill;
+
+    /// Any slice of the synthetic file, at any offset and length, is the same bytes
+    /// as that range of the whole file generated at once.
+    #[test]
+    fn synthetic_slices_agree_with_the_whole() {
+        let mut whole = vec![0u8; 1000];
+        synthetic_fill(&mut whole, 0);
+        assert_ne!(whole[..8], whole[8..16], "words differ");
+        for offset in [0usize, 1, 7, 8, 9, 13, 500] {
+            for len in [0usize, 1, 3, 8, 15, 16, 17, 200] {
+                let mut part = vec![0u8; len];
+                synthetic_fill(&mut part, offset as u64);
+                assert_eq!(part, whole[offset..offset + len], "{offset}+{len}");
+            }
+        }
+    }
 }

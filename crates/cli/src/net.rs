@@ -75,6 +75,10 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         mss: a.mss,
         ..UdtConnConfig::default()
     };
+    if let Ok(Some(w)) = longhaul_net::socket_buffer_warning(std::net::IpAddr::from([127, 0, 0, 1]))
+    {
+        eprintln!("warning: {w}");
+    }
     println!(
         "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12}",
         "channels", "Gb/s", "wall s", "CPU s", "CPU s per Gb", "retransmits"

@@ -156,7 +156,12 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         timeout: Duration::from_secs(30),
         impair: None,
     };
-    let s = receive(&opts, |addr| eprintln!("listening on {addr}"))?;
+    let s = receive(&opts, |addr| {
+        eprintln!("listening on {addr}");
+        if let Ok(Some(w)) = longhaul_net::socket_buffer_warning(addr.ip()) {
+            eprintln!("warning (UDT channels): {w}");
+        }
+    })?;
     if a.json {
         println!(
             "{}",
@@ -353,6 +358,12 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             }
         })
     };
+    if opts.transport == Transport::Udt {
+        let any = std::net::IpAddr::from([0, 0, 0, 0]);
+        if let Ok(Some(w)) = longhaul_net::socket_buffer_warning(any) {
+            eprintln!("warning: {w}");
+        }
+    }
     let result = send(&opts);
     done.store(true, Ordering::Relaxed);
     let _ = reporter.join();

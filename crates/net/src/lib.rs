@@ -23,4 +23,4 @@ pub mod clock;
 pub mod transfer;
 mod udt;
 
-pub use udt::{Impairment, NetError, UdtListener, UdtSocket, SPIN};
+pub use udt::{socket_buffer_warning, Impairment, NetError, UdtListener, UdtSocket, SPIN};

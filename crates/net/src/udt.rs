@@ -151,6 +151,33 @@ fn udp_socket(bind: SocketAddr) -> io::Result<(UdpSocket, [usize; 2])> {
     Ok((s.into(), got))
 }
 
+/// What to say when the kernel granted less than [`SOCKET_BUFFER`]: the sizes, the
+/// longest burst they hold at 1 and 10 Gb/s (a path whose bandwidth-delay product
+/// overflows them loses datagrams in the host, which UDT then repairs), and what to
+/// raise.
+fn buffer_warning(buffers: [usize; 2]) -> Option<String> {
+    let least = *buffers.iter().min().expect("two sizes");
+    (least < SOCKET_BUFFER).then(|| {
+        let ms = |gbps: f64| least as f64 * 8.0 / (gbps * 1e9) * 1e3;
+        format!(
+            "UDP socket buffers are {} / {} KiB (send / receive), below the {} KiB asked for: they hold {:.1} ms at 1 Gb/s, {:.2} ms at 10 Gb/s. Raise net.core.wmem_max and net.core.rmem_max to {} (or run as root)",
+            buffers[0] >> 10,
+            buffers[1] >> 10,
+            SOCKET_BUFFER >> 10,
+            ms(1.0),
+            ms(10.0),
+            SOCKET_BUFFER
+        )
+    })
+}
+
+/// The warning a UDT socket bound to `ip` would give about its buffers (see
+/// [`UdtSocket::buffer_warning`]), to show before a transfer starts.
+pub fn socket_buffer_warning(ip: std::net::IpAddr) -> io::Result<Option<String>> {
+    let (_, buffers) = udp_socket(SocketAddr::new(ip, 0))?;
+    Ok(buffer_warning(buffers))
+}
+
 impl UdtListener {
     /// Binds `addr` (port 0: any free port).
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
@@ -272,14 +299,7 @@ impl UdtSocket {
     /// Whether the kernel granted less than the buffers asked for, and so what to
     /// raise.
     pub fn buffer_warning(&self) -> Option<String> {
-        (self.buffers.iter().any(|&b| b < SOCKET_BUFFER)).then(|| {
-            format!(
-                "UDP socket buffers are {} / {} KiB (send / receive), below the {} KiB asked for: raise net.core.wmem_max and net.core.rmem_max",
-                self.buffers[0] >> 10,
-                self.buffers[1] >> 10,
-                SOCKET_BUFFER >> 10
-            )
-        })
+        buffer_warning(self.buffers)
     }
     /// Injects faults into every datagram this side sends from now on.
     pub fn impair(&mut self, cfg: Impairment) {
@@ -625,4 +645,20 @@ fn send_one(sock: &UdpSocket, datagram: &[u8]) -> Result<(), NetError> {
 
 fn to_proto(d: StdDuration) -> longhaul_proto::Duration {
     longhaul_proto::Duration::from_nanos(d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
+#[cfg(test)]
+mod buffer_tests {
+    use super::{buffer_warning, SOCKET_BUFFER};
+
+    /// Granted buffers below what was asked get a warning that says how long a
+    /// burst they hold and what to raise; full ones get none.
+    #[test]
+    fn capped_buffers_are_reported_with_what_they_hold() {
+        assert_eq!(buffer_warning([SOCKET_BUFFER, SOCKET_BUFFER]), None);
+        let w = buffer_warning([SOCKET_BUFFER, 4 << 20]).expect("a warning");
+        assert!(w.contains("16384 / 4096 KiB"), "{w}");
+        assert!(w.contains("33.6 ms at 1 Gb/s"), "{w}");
+        assert!(w.contains("net.core.rmem_max"), "{w}");
+    }
 }

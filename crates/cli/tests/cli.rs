@@ -756,6 +756,25 @@ fn send_and_recv_over_loopback() {
 /// kept) are fewer than channels × blocks in flight.
 #[test]
 fn a_killed_sender_resumes() {
+    kill_and_resume(Side::Sender);
+}
+
+/// kill -9 of the receiver mid-transfer: the sender exits (1); a new `recv` on the
+/// same directory and the same `send` resume from the journal the killed receiver
+/// left, byte-exact, with fewer than channels × blocks in flight sent twice.
+#[test]
+fn a_killed_receiver_resumes() {
+    kill_and_resume(Side::Receiver);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Sender,
+    Receiver,
+}
+
+#[allow(clippy::disallowed_methods)] // how long the survivor takes to notice
+fn kill_and_resume(victim: Side) {
     use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let data: Vec<u8> = (0..200_000_000u32)
@@ -810,9 +829,24 @@ fn a_killed_sender_resumes() {
         std::thread::sleep(std::time::Duration::from_millis(20));
         waited += std::time::Duration::from_millis(20);
     }
-    sender.kill().unwrap(); // SIGKILL
-    sender.wait().unwrap();
-    assert_eq!(recv.wait().unwrap().code(), Some(1));
+    let started = std::time::Instant::now();
+    let survivor = if victim == Side::Sender {
+        sender.kill().unwrap(); // SIGKILL
+        sender.wait().unwrap();
+        recv.wait().unwrap()
+    } else {
+        recv.kill().unwrap();
+        recv.wait().unwrap();
+        sender.wait().unwrap()
+    };
+    assert_eq!(survivor.code(), Some(1), "the other side fails");
+    eprintln!(
+        "kill -9 of the {victim:?}: the other side exited after {:?}",
+        started.elapsed()
+    );
+    // A dead peer's port refuses datagrams: the survivor ends within seconds (UDT's
+    // own EXP timer alone would take about 41 s).
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
     assert!(!dir.path().join("dst/big.bin").exists());
     let kept = std::fs::read_to_string(&journal).unwrap().lines().count() as u64 - 1;
     assert!((29..total).contains(&kept), "{kept} of {total} blocks kept");
@@ -838,7 +872,7 @@ fn a_killed_sender_resumes() {
     let in_flight = 2 + buffer(udt.snd_buf_pkts) + buffer(udt.rcv_buf_pkts);
     let resent = handed - kept;
     eprintln!(
-        "kill -9: {handed} blocks handed out, {kept} kept, {resent} sent again (bound {})",
+        "kill -9 of the {victim:?}: {handed} blocks handed out, {kept} kept, {resent} sent again (bound {})",
         CHANNELS * in_flight
     );
     assert!(

@@ -37,6 +37,10 @@ const GSO_MAX_BYTES: usize = 65_000;
 /// UDT's packet header, bytes: a full data datagram is the payload plus this.
 const UDT_HEADER: usize = 16;
 
+/// How long the peer's port may refuse datagrams (ICMP port unreachable), with
+/// nothing received from it, before the connection counts as broken.
+const PEER_GONE: StdDuration = StdDuration::from_secs(1);
+
 /// Kernel socket buffers asked for: a burst of a few thousand packets must not
 /// overflow them between two reads.
 const SOCKET_BUFFER: usize = 16 << 20;
@@ -54,7 +58,7 @@ pub enum NetError {
     #[error("timed out after {0:?}")]
     Timeout(StdDuration),
     /// The peer stopped answering (UDT's EXP timer gave up).
-    #[error("the connection broke: the peer stopped answering")]
+    #[error("the connection broke: the peer stopped answering, or its port closed")]
     Broken,
     /// Writing after a close, or before the connection is up.
     #[error("the connection is not open for writing")]
@@ -111,6 +115,9 @@ pub struct UdtSocket {
     failed: bool,
     broken: bool,
     peer_shutdown: bool,
+    /// Since when the peer's port has been refusing our datagrams (ICMP port
+    /// unreachable, seen as ECONNREFUSED), with nothing received since.
+    refused_since: Option<Instant>,
     buffers: [usize; 2],
     /// When the last datagram arrived.
     last_rx: Instant,
@@ -243,6 +250,7 @@ impl UdtSocket {
             failed: false,
             broken: false,
             peer_shutdown: false,
+            refused_since: None,
             last_rx: Instant::ZERO,
             gso_ok: true,
             gso_seg: 0,
@@ -347,6 +355,9 @@ impl UdtSocket {
             if n > 0 || buf.is_empty() {
                 return Ok(n);
             }
+            if self.broken {
+                return Err(NetError::Broken);
+            }
             if self.peer_shutdown || self.conn.state() == State::Closed {
                 return if self.broken {
                     Err(NetError::Broken)
@@ -371,6 +382,9 @@ impl UdtSocket {
             if n > 0 || buf.is_empty() {
                 return Ok(Some(n));
             }
+            if self.broken {
+                return Err(NetError::Broken);
+            }
             if self.peer_shutdown || self.conn.state() == State::Closed {
                 return if self.broken {
                     Err(NetError::Broken)
@@ -391,6 +405,7 @@ impl UdtSocket {
     pub fn linger(&mut self, max: StdDuration) -> Result<(), NetError> {
         let give_up = self.clock.now() + to_proto(max);
         while !self.peer_shutdown
+            && !self.broken
             && self.conn.state() != State::Closed
             && self.clock.now() < give_up
         {
@@ -600,10 +615,26 @@ impl UdtSocket {
                     let now = self.clock.now();
                     self.conn.handle_datagram(now, &self.rx[..n]);
                     self.last_rx = now;
+                    self.refused_since = None;
                     any = true;
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(any),
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Ok(any),
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    // The peer's host says nothing listens on its port any more: the
+                    // peer process is gone. UDT4 ignores this and waits for its EXP
+                    // timer, 16 expirations of growing length (about 41 s); refusals
+                    // for PEER_GONE with nothing received in between end the
+                    // connection here instead. (Before it is up, the peer may not
+                    // have bound yet: the handshake's own timeout applies.)
+                    if self.connected {
+                        let now = self.clock.now();
+                        let since = *self.refused_since.get_or_insert(now);
+                        if now.saturating_duration_since(since) >= to_proto(PEER_GONE) {
+                            self.broken = true;
+                        }
+                    }
+                    return Ok(any);
+                }
                 Err(e) => return Err(e.into()),
             }
         }

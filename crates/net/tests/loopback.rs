@@ -123,3 +123,35 @@ fn a_stream_survives_loss_duplication_and_reordering() {
     assert_eq!(got.len(), BYTES);
     assert!(got == data, "the stream differs");
 }
+
+/// A peer whose socket closes without a word (its process killed): the other side's
+/// datagrams are refused by the peer's host, and its blocked read and write fail
+/// within seconds instead of after UDT's 16 growing EXP intervals (about 41 s).
+#[test]
+#[allow(clippy::disallowed_methods)] // the bound is the behaviour under test
+fn a_vanished_peer_breaks_the_connection_within_seconds() {
+    let listener = UdtListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        let mut s = listener.accept(cfg(2), LIMIT).expect("accept");
+        let mut buf = [0u8; 100];
+        let n = s.read(&mut buf).expect("read");
+        assert_eq!(n, 5);
+        // Dropped here: the UDP socket closes, no shutdown is sent.
+    });
+    let mut c = UdtSocket::connect(addr, cfg(1), LIMIT).expect("connect");
+    c.write_all(b"hello").unwrap();
+    server.join().unwrap();
+    let start = std::time::Instant::now();
+    // Keep writing (the peer acknowledges nothing now) until the driver gives up.
+    let chunk = vec![7u8; 1 << 16];
+    let err = loop {
+        if let Err(e) = c.write_all(&chunk) {
+            break e;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "still writing");
+    };
+    assert!(matches!(err, NetError::Broken), "{err}");
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(10), "broke after {took:?}");
+}

@@ -470,8 +470,9 @@ pub fn receive(
     while failure.is_none() && (undone > 0 || open_channels > 0) {
         let ev = if session.batch.is_empty() {
             // No deadline here: a file of a terabyte says nothing until its last
-            // block. A dead sender ends the channels (UDT's EXP timer, TCP's
-            // reset) or the control channel, and that comes as an event.
+            // block. A dead sender ends the channels (its closed port refuses
+            // UDT's datagrams; TCP resets) and the control channel, and that comes
+            // as an event.
             match rx.recv() {
                 Ok(ev) => ev,
                 Err(_) => {

@@ -77,7 +77,8 @@ pub struct RecvArgs {
 
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// Files and directories (sent recursively), then HOST[:PORT] of a `longhaul recv`.
+    /// Files and directories (sent recursively), then HOST[:PORT] of a `longhaul recv`
+    /// (only HOST[:PORT] with --synthetic).
     #[arg(required = true, num_args = 1..)]
     args: Vec<String>,
     /// Send one generated file of this size (named `synthetic`) instead of PATHs:

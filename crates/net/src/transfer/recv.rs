@@ -132,7 +132,7 @@ impl Incoming {
             // power cut that kept the line but not the data costs a re-send, not
             // a wrong file, and no fsync is needed per block.
             journal
-                .write_all(format!("{offset} {}\n", hex(hash)).as_bytes())
+                .write_all(journal_line(offset, hash).as_bytes())
                 .map_err(TransferError::io(self.journal_path.display().to_string()))?;
         }
         self.received += data.len() as u64;
@@ -173,6 +173,11 @@ fn read_journal(
         out.insert(o, h);
     }
     Some(out)
+}
+
+/// A journal's line for the checked block at `offset` (what [`read_journal`] reads).
+fn journal_line(offset: u64, hash: &[u8]) -> String {
+    format!("{offset} {}\n", hex(hash))
 }
 
 /// The journaled blocks of a part file that still match their hashes: each is read
@@ -376,7 +381,7 @@ pub fn receive(
             // block that failed its check stays in it.
             let mut text = format!("longhaul-journal 1 {size} {block_size}\n");
             for (o, h) in &hashes {
-                text.push_str(&format!("{o} {}\n", hex(h)));
+                text.push_str(&journal_line(*o, h));
             }
             let fresh = parent.join(format!(".{name}.longhaul-journal.new"));
             std::fs::write(&fresh, text)
@@ -450,20 +455,15 @@ pub fn receive(
     let mut open_channels = usize::from(channels);
     let mut undone = files.len();
     let mut failure: Option<TransferError> = None;
-    // Files already whole from an interrupted session wait only for their digest.
-    let mut ready = vec![];
-    {
-        let all = session.incoming.lock().expect("no panics hold it");
-        for (i, f) in all.iter().enumerate() {
-            if f.received == f.size {
-                ready.push(i);
-            }
-        }
-    }
-    let mut written = vec![false; files.len()];
-    for i in ready {
-        written[i] = true;
-    }
+    // Whether each file has all its blocks; files already whole from an interrupted
+    // session (and empty ones) wait only for their digest.
+    let mut written: Vec<bool> = session
+        .incoming
+        .lock()
+        .expect("no panics hold it")
+        .iter()
+        .map(|f| f.received == f.size)
+        .collect();
     // The data phase: blocks land on the channel threads; this loop verifies each
     // file once all its blocks and its digest are in, and commits verified files in
     // batches (one syncfs, then renames and confirmations).

@@ -481,9 +481,9 @@ pcap = ["link0", "link0.rev"]
 }
 
 /// Starts `longhaul recv --json OUT` in `cwd` with the token file `tok` on a free
-/// port; returns the process, its address, and a thread that collects the rest of
-/// its stderr (kept open: a receiver writing its error to a closed pipe would die
-/// of it).
+/// port (`OUT` may be `--discard`, which takes no directory); returns the process,
+/// its address, and a thread that collects the rest of its stderr (kept open: a
+/// receiver writing its error to a closed pipe would die of it).
 fn spawn_recv(
     cwd: &Path,
     out: &str,
@@ -651,34 +651,7 @@ fn send_and_recv_over_loopback() {
         );
     }
     // Memory to memory: a generated stream to a receiver that writes nothing.
-    let (recv, addr, _) = {
-        use std::io::{BufRead, BufReader};
-        use std::process::Stdio;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
-            .args([
-                "recv",
-                "--listen",
-                "127.0.0.1:0",
-                "--token-file",
-                "tok",
-                "--discard",
-                "--json",
-            ])
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        err.read_line(&mut line).unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect(&line)
-            .to_string();
-        (child, addr, err)
-    };
+    let (recv, addr, _) = serve("--discard");
     let before = std::fs::read_dir(dir.path()).unwrap().count();
     let o = longhaul(
         &[

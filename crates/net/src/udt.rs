@@ -350,23 +350,7 @@ impl UdtSocket {
 
     /// Reads into `buf`; 0 once the peer has shut down and everything is read.
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, NetError> {
-        loop {
-            let n = self.conn.recv(buf);
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            if self.broken {
-                return Err(NetError::Broken);
-            }
-            if self.peer_shutdown || self.conn.state() == State::Closed {
-                return if self.broken {
-                    Err(NetError::Broken)
-                } else {
-                    Ok(0)
-                };
-            }
-            self.step(true)?;
-        }
+        Ok(self.read_until(buf, None)?.expect("no deadline"))
     }
 
     /// Like [`read`](Self::read), but gives up after `max` with `Ok(None)`: for a
@@ -377,6 +361,14 @@ impl UdtSocket {
         max: StdDuration,
     ) -> Result<Option<usize>, NetError> {
         let give_up = self.clock.now() + to_proto(max);
+        self.read_until(buf, Some(give_up))
+    }
+
+    fn read_until(
+        &mut self,
+        buf: &mut [u8],
+        give_up: Option<Instant>,
+    ) -> Result<Option<usize>, NetError> {
         loop {
             let n = self.conn.recv(buf);
             if n > 0 || buf.is_empty() {
@@ -386,13 +378,9 @@ impl UdtSocket {
                 return Err(NetError::Broken);
             }
             if self.peer_shutdown || self.conn.state() == State::Closed {
-                return if self.broken {
-                    Err(NetError::Broken)
-                } else {
-                    Ok(Some(0))
-                };
+                return Ok(Some(0));
             }
-            if self.clock.now() >= give_up {
+            if give_up.is_some_and(|t| self.clock.now() >= t) {
                 return Ok(None);
             }
             self.step(true)?;

@@ -7,7 +7,9 @@
 //! How it is fast: events are small `Copy` values in one binary heap ordered by
 //! `(time, insertion sequence)`; a link direction computes each packet's departure
 //! when it accepts it and keeps a FIFO of packets in flight, so it needs one event per
-//! packet per hop and the heap holds about one entry per link and per endpoint;
+//! packet per hop, and none where a router only passes a link's packets on to links
+//! nothing else feeds (cut-through, [`link`]): two events per data segment and its
+//! ACK across a router. The heap holds about one entry per link and per endpoint;
 //! packets are fixed-size records (real header bytes, payload length only) in an arena
 //! with a free list; timers are lazy (a deadline that moves later does not touch the
 //! heap). Nothing allocates per packet once the pools have grown to the window.

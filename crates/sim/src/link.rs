@@ -13,6 +13,16 @@
 //! single event for the head. One event per packet per hop, and queue occupancy is
 //! read off the ring (packets whose transmission has not finished).
 //!
+//! **Cut-through.** When the far end is a router that only passes this link's packets
+//! on (no endpoints, no base station, no policing) onto FIFO links that nothing else
+//! feeds, even the arrival event is unnecessary: the packet's arrival time is known
+//! on entry, so the simulation hands it straight to the next link, to be accepted
+//! there at that future time ([`Link::enqueue_through`]). The next link's state then
+//! runs ahead of the clock; [`Link::queue_pkts`] and [`Link::busy_ns_until`] read it
+//! back at the time asked, and this link's own arrivals are counted lazily
+//! ([`Link::settle`]). Because the next link has this one as its only feeder, it sees
+//! the same packets at the same times in the same order as with an event per hop.
+//!
 //! A link direction may instead have an **egress scheduler** (DiffServ: a priority
 //! queue and weighted classes, [`crate::diffserv::sched`]). Then the order of
 //! departures is not known on arrival: packets wait in the scheduler, and the link
@@ -130,8 +140,12 @@ pub enum Scheduled {
 
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
-    arrive: u64,
+    /// When the packet reached the link, started and finished transmission, and
+    /// reaches the far end, ns.
+    reached: u64,
+    start: u64,
     finish: u64,
+    arrive: u64,
     size: u32,
     pkt: PacketId,
 }
@@ -176,6 +190,11 @@ pub struct Link {
     queued_pkts: u32,
     queued_bytes: u64,
     busy_until: u64,
+    /// The latest time a packet was offered at: with an upstream cut-through link
+    /// it runs ahead of the simulation clock.
+    clock: u64,
+    /// Arrivals are counted by [`settle`](Self::settle), not by events.
+    cut_through: bool,
     /// Serialisation time per byte, ns, in 32.32 fixed point (rounded up), so the
     /// per-packet path multiplies instead of dividing.
     ns_per_byte_fp: u128,
@@ -215,6 +234,8 @@ impl Link {
             queued_pkts: 0,
             queued_bytes: 0,
             busy_until: 0,
+            clock: 0,
+            cut_through: false,
             stats: LinkStats::default(),
         }
     }
@@ -222,6 +243,7 @@ impl Link {
     /// Moves packets whose transmission finished by `now` out of the queue count.
     #[inline]
     fn advance(&mut self, now: u64) {
+        self.clock = self.clock.max(now);
         while let Some(e) = self.ring.get(self.departed) {
             if e.finish > now {
                 break;
@@ -232,14 +254,80 @@ impl Link {
         }
     }
 
-    /// Offers packet `pkt` of `size` bytes at `now`.
+    /// Offers packet `pkt` of `size` bytes at `now` (which, downstream of a
+    /// cut-through link, may be ahead of the simulation clock; offers come in time
+    /// order either way).
     #[inline]
     pub fn enqueue(&mut self, now: Instant, pkt: PacketId, size: u32) -> Enqueued {
+        let now = now.as_nanos();
+        match self.admit(now, size) {
+            Ok(()) => {
+                let was_empty = self.ring.is_empty();
+                let arrive = self.transmit(now, now.max(self.busy_until), pkt, size);
+                Enqueued::Accepted(was_empty.then(|| Instant::from_nanos(arrive)))
+            }
+            Err(e) => e,
+        }
+    }
+
+    /// Makes this a cut-through link: the caller passes its packets on at once, with
+    /// [`enqueue_through`](Self::enqueue_through), and schedules no arrival events.
+    /// Call before the first packet.
+    pub fn set_cut_through(&mut self) {
+        debug_assert!(self.ring.is_empty() && self.egress.is_none());
+        self.cut_through = true;
+    }
+
+    /// Whether this is a cut-through link.
+    pub fn is_cut_through(&self) -> bool {
+        self.cut_through
+    }
+
+    /// Offers packet `pkt` of `size` bytes at `now` to a cut-through link; returns
+    /// when it reaches the far end, or why it was dropped. The packet's arrival is
+    /// counted when the clock gets there ([`settle`](Self::settle)).
+    #[inline]
+    pub fn enqueue_through(
+        &mut self,
+        now: Instant,
+        pkt: PacketId,
+        size: u32,
+    ) -> Result<Instant, Enqueued> {
+        debug_assert!(self.cut_through);
+        let now = now.as_nanos();
+        self.settle_ns(now);
+        self.admit(now, size)?;
+        Ok(Instant::from_nanos(self.transmit(
+            now,
+            now.max(self.busy_until),
+            pkt,
+            size,
+        )))
+    }
+
+    /// Counts the arrivals of a cut-through link up to `now` (a no-op on other links,
+    /// whose arrivals are events).
+    pub fn settle(&mut self, now: Instant) {
+        if self.cut_through {
+            self.settle_ns(now.as_nanos());
+        }
+    }
+
+    #[inline]
+    fn settle_ns(&mut self, now: u64) {
+        while self.ring.front().is_some_and(|e| e.arrive <= now) {
+            self.retire_head();
+        }
+    }
+
+    /// Loss, then the DropTail limit, for a packet of `size` bytes offered at `now`;
+    /// on success the packet is counted in the queue.
+    #[inline]
+    fn admit(&mut self, now: u64, size: u32) -> Result<(), Enqueued> {
         if self.loss.lose() {
             self.stats.drops_loss += 1;
-            return Enqueued::Lost;
+            return Err(Enqueued::Lost);
         }
-        let now = now.as_nanos();
         self.advance(now);
         let full = match self.params.limit {
             QueueLimit::Packets(n) => self.queued_pkts >= n,
@@ -247,36 +335,40 @@ impl Link {
         };
         if full {
             self.stats.drops_queue += 1;
-            return Enqueued::Overflow;
+            return Err(Enqueued::Overflow);
         }
         self.stats.enqueued_pkts += 1;
         self.queued_pkts += 1;
         self.queued_bytes += u64::from(size);
         self.stats.max_queue_pkts = self.stats.max_queue_pkts.max(self.queued_pkts);
-        let start = now.max(self.busy_until);
-        Enqueued::Accepted(self.transmit(now, start, pkt, size))
+        Ok(())
     }
 
     /// Puts a packet that reached the link at `reached` on the wire at `start`; returns
-    /// its arrival time if the ring was empty (the caller schedules it). The packet is
-    /// already counted in the queue.
+    /// when it reaches the far end. The packet is already counted in the queue.
     #[inline]
-    fn transmit(&mut self, reached: u64, start: u64, pkt: PacketId, size: u32) -> Option<Instant> {
-        // Round up; a shift, not a (slow) 128-bit division.
-        let tx = ((u128::from(size) * self.ns_per_byte_fp + 0xffff_ffff) >> 32) as u64;
-        let finish = start + tx;
+    fn transmit(&mut self, reached: u64, start: u64, pkt: PacketId, size: u32) -> u64 {
+        let finish = start + self.tx_ns(size);
         let arrive = finish + self.delay_ns;
         self.busy_until = finish;
         self.stats.wait_ns += u128::from(start - reached);
-        self.stats.busy_ns += tx;
-        let was_empty = self.ring.is_empty();
+        self.stats.busy_ns += finish - start;
         self.ring.push_back(InFlight {
-            arrive,
+            reached,
+            start,
             finish,
+            arrive,
             size,
             pkt,
         });
-        was_empty.then(|| Instant::from_nanos(arrive))
+        arrive
+    }
+
+    /// Serialisation time of `size` bytes, ns, rounded up: a shift, not a (slow)
+    /// 128-bit division.
+    #[inline]
+    fn tx_ns(&self, size: u32) -> u64 {
+        ((u128::from(size) * self.ns_per_byte_fp + 0xffff_ffff) >> 32) as u64
     }
 
     /// Whether the link has an egress scheduler (then use
@@ -338,19 +430,31 @@ impl Link {
     pub fn start_next(&mut self, now: Instant) -> Option<(Option<Instant>, Instant)> {
         let ((pkt, reached), size) = self.egress.as_mut()?.sched.dequeue()?;
         let t = now.as_nanos();
-        let arrival = self.transmit(reached, t, pkt, size);
-        Some((arrival, Instant::from_nanos(self.busy_until)))
+        let was_empty = self.ring.is_empty();
+        let arrive = self.transmit(reached, t, pkt, size);
+        Some((
+            was_empty.then(|| Instant::from_nanos(arrive)),
+            Instant::from_nanos(self.busy_until),
+        ))
     }
 
     /// Removes the head packet, which arrives at `now`; returns it and the arrival time
     /// of the new head, if any (the caller schedules it).
     #[inline]
     pub fn pop_arrival(&mut self, now: Instant) -> (PacketId, Option<Instant>) {
-        let head = self
-            .ring
-            .pop_front()
-            .expect("arrival event without a packet");
+        debug_assert!(!self.cut_through);
+        let head = self.retire_head();
         debug_assert_eq!(head.arrive, now.as_nanos());
+        (
+            head.pkt,
+            self.ring.front().map(|e| Instant::from_nanos(e.arrive)),
+        )
+    }
+
+    /// Takes the head off the ring and counts it delivered.
+    #[inline]
+    fn retire_head(&mut self) -> InFlight {
+        let head = self.ring.pop_front().expect("arrival without a packet");
         // The head finished transmission before it arrived. If `advance` has not
         // counted it out of the queue yet, do it here instead of running the loop.
         if self.departed > 0 {
@@ -361,38 +465,62 @@ impl Link {
         }
         self.stats.delivered_pkts += 1;
         self.stats.delivered_bytes += u64::from(head.size);
-        (
-            head.pkt,
-            self.ring.front().map(|e| Instant::from_nanos(e.arrive)),
-        )
+        head
+    }
+
+    /// Packets and bytes in the queue (waiting or being sent) at `now`. When offers
+    /// have run ahead of `now` (downstream of a cut-through link) the counters hold a
+    /// future state, so the ring is read instead: every packet that left it had
+    /// arrived by `now`.
+    fn occupancy(&mut self, now: u64) -> (u32, u64) {
+        if now >= self.clock {
+            self.advance(now);
+            return (self.queued_pkts, self.queued_bytes);
+        }
+        self.ring
+            .iter()
+            .filter(|e| e.reached <= now && now < e.finish)
+            .fold((0, 0), |(p, b), e| (p + 1, b + u64::from(e.size)))
     }
 
     /// Packets in the queue at `now` (waiting or being sent).
     pub fn queue_pkts(&mut self, now: Instant) -> u32 {
-        self.advance(now.as_nanos());
-        self.queued_pkts
+        self.occupancy(now.as_nanos()).0
     }
 
     /// Whether the DropTail queue at `now` could not take a packet of `size` bytes
     /// and one more after it (ns-2's Snoop caches only below `limit - 1`). Scheduled
     /// links answer for their total backlog against the limit.
     pub fn nearly_full(&mut self, now: Instant, size: u32) -> bool {
-        self.advance(now.as_nanos());
+        let (pkts, bytes) = self.occupancy(now.as_nanos());
         match self.params.limit {
-            QueueLimit::Packets(n) => self.queued_pkts + 1 >= n,
-            QueueLimit::Bytes(b) => self.queued_bytes + 2 * u64::from(size) > b,
+            QueueLimit::Packets(n) => pkts + 1 >= n,
+            QueueLimit::Bytes(b) => bytes + 2 * u64::from(size) > b,
         }
     }
 
     /// Bytes in the queue at `now`.
     pub fn queue_bytes(&mut self, now: Instant) -> u64 {
-        self.advance(now.as_nanos());
-        self.queued_bytes
+        self.occupancy(now.as_nanos()).1
     }
 
     /// Transmitter busy time up to `end`, ns (for utilisation).
     pub fn busy_ns_until(&self, end: Instant) -> u64 {
-        self.stats.busy_ns - self.busy_until.saturating_sub(end.as_nanos())
+        let end = end.as_nanos();
+        if end >= self.clock {
+            // Every packet was offered by `end`, so the transmitter is busy without a
+            // break from `end` to `busy_until`.
+            return self.stats.busy_ns - self.busy_until.saturating_sub(end);
+        }
+        // Offers ran ahead of `end`: subtract what the ring sends after it (every
+        // packet that left the ring finished before `end`).
+        let after: u64 = self
+            .ring
+            .iter()
+            .filter(|e| e.finish > end)
+            .map(|e| e.finish - e.start.max(end))
+            .sum();
+        self.stats.busy_ns - after
     }
 }
 
@@ -430,6 +558,59 @@ mod tests {
         let (p, next) = l.pop_arrival(Instant::from_nanos(1_600_000));
         assert_eq!((p, next), (2, None));
         assert_eq!(l.queue_pkts(Instant::from_nanos(1_600_000)), 0);
+    }
+
+    /// Offers that run ahead of the clock (after a cut-through hop) are read back at
+    /// the time asked: the queue then, and the busy time up to then.
+    #[test]
+    fn state_read_behind_the_latest_offer() {
+        let mut l = link(QueueLimit::Packets(10));
+        // 1000-byte packets take 1 ms; offered at 0, 0.5 and 5 ms.
+        for (t, p) in [(0, 1), (500_000, 2), (5_000_000, 3)] {
+            assert!(matches!(
+                l.enqueue(Instant::from_nanos(t), p, 1000),
+                Enqueued::Accepted(_)
+            ));
+        }
+        let at = |ms: f64| Instant::from_nanos((ms * 1e6) as u64);
+        assert_eq!(l.queue_pkts(at(0.25)), 1);
+        assert_eq!(l.queue_pkts(at(0.75)), 2);
+        assert_eq!(l.queue_bytes(at(1.5)), 1000);
+        assert_eq!(l.queue_pkts(at(3.0)), 0);
+        assert_eq!(l.busy_ns_until(at(1.5)), 1_500_000);
+        assert_eq!(l.busy_ns_until(at(4.0)), 2_000_000);
+        assert_eq!(l.busy_ns_until(at(5.5)), 2_500_000);
+        // Caught up with the latest offer, the counters answer directly.
+        assert_eq!(l.queue_pkts(at(5.5)), 1);
+        assert_eq!(l.queue_pkts(at(6.0)), 0);
+    }
+
+    /// A cut-through link returns each packet's arrival time and counts it delivered
+    /// only once the clock has got there.
+    #[test]
+    fn cut_through_counts_arrivals_when_they_happen() {
+        let mut l = link(QueueLimit::Packets(2));
+        l.set_cut_through();
+        let t0 = Instant::ZERO;
+        assert_eq!(
+            l.enqueue_through(t0, 1, 1000),
+            Ok(Instant::from_nanos(1_100_000))
+        );
+        assert_eq!(
+            l.enqueue_through(t0, 2, 500),
+            Ok(Instant::from_nanos(1_600_000))
+        );
+        assert_eq!(l.enqueue_through(t0, 3, 500), Err(Enqueued::Overflow));
+        l.settle(Instant::from_nanos(1_599_999));
+        assert_eq!(l.stats.delivered_pkts, 1);
+        l.settle(Instant::from_nanos(1_600_000));
+        assert_eq!((l.stats.delivered_pkts, l.stats.delivered_bytes), (2, 1500));
+        assert_eq!(l.queue_pkts(Instant::from_nanos(1_600_000)), 0);
+        // Offering settles too, and the queue has room again.
+        assert!(l
+            .enqueue_through(Instant::from_nanos(2_000_000), 4, 1000)
+            .is_ok());
+        assert_eq!(l.stats.drops_queue, 1);
     }
 
     #[test]

@@ -108,6 +108,8 @@ pub struct Simulation {
     scratch: Vec<u8>,
     /// Drops at nodes: no route, or a packet for an address nobody listens on.
     unroutable: u64,
+    /// Whether links may be cut-through (see [`crate::link`]).
+    cut_through: bool,
     /// Scratch space for engines that write whole datagrams (SCTP).
     datagram: Vec<u8>,
     /// Zero bytes that simulated applications write (their content is not studied).
@@ -362,6 +364,7 @@ impl Simulation {
             flows: rt_flows,
             pcaps,
             unroutable: 0,
+            cut_through: true,
             datagram: vec![0; 65535],
             zeros: vec![0; max_message],
             last_delivered: vec![0; nf],
@@ -374,8 +377,21 @@ impl Simulation {
         })
     }
 
+    /// With `false`, every hop is an event, as before cut-through links existed: the
+    /// results are the same (tests hold the two to that), only slower to get.
+    #[must_use]
+    pub fn with_cut_through(mut self, on: bool) -> Self {
+        self.cut_through = on;
+        self
+    }
+
     /// Runs to the end and returns the results.
     pub fn run(mut self) -> Result<RunResult, RunError> {
+        if self.cut_through {
+            for l in self.cut_through_links() {
+                self.links[l].set_cut_through();
+            }
+        }
         let mut end = Instant::ZERO + self.cfg.duration;
         while let Some(ev) = self.sched.peek_until(end) {
             let now = self.sched.now();
@@ -413,6 +429,90 @@ impl Simulation {
         }
     }
 
+    /// The links that can be cut-through (see [`crate::link`]): the far end is a node
+    /// that only forwards (no endpoints, no base station, no ingress rules), and every
+    /// link it forwards this link's packets onto is a FIFO that nothing else feeds. A
+    /// link downstream of a cut-through link runs ahead of the clock, so it is not
+    /// cut-through itself, and nothing upstream of it is either.
+    fn cut_through_links(&self) -> Vec<usize> {
+        let nl = self.links.len();
+        // Who sends to whom: the two ends of every flow and transfer, both ways, and
+        // base stations (Snoop's local retransmissions) to either end of any flow.
+        let mut pairs: Vec<(usize, usize)> = vec![];
+        for (a, b) in self
+            .flows
+            .iter()
+            .map(Flow::hosts)
+            .chain(self.transfers.iter().map(|t| (t.spec.from, t.spec.to)))
+        {
+            pairs.extend([(a, b), (b, a)]);
+            for st in &self.stations {
+                pairs.extend([(st.spec.node, a), (st.spec.node, b)]);
+            }
+        }
+        // What feeds each link, and where each link's packets go next, from those
+        // routes walked hop by hop. Feeders are links, or (`nl + node`) the node a
+        // route starts at.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Feed {
+            Nothing,
+            Only(usize),
+            Several,
+        }
+        let mut feed = vec![Feed::Nothing; nl];
+        let mut next: Vec<Vec<usize>> = vec![vec![]; nl];
+        for (s, d) in pairs.into_iter().filter(|(s, d)| s != d) {
+            let (mut node, mut came) = (s, nl + s);
+            for _ in 0..self.nodes.len() {
+                let Some(out) = self.nodes[node].routes[d] else {
+                    break;
+                };
+                let out = out as usize;
+                feed[out] = match feed[out] {
+                    Feed::Nothing => Feed::Only(came),
+                    Feed::Only(x) if x == came => Feed::Only(came),
+                    _ => Feed::Several,
+                };
+                if came < nl && !next[came].contains(&out) {
+                    next[came].push(out);
+                }
+                came = out;
+                node = self.links[out].to;
+                if node == d {
+                    break;
+                }
+            }
+        }
+        let mut cut = vec![false; nl];
+        for l in 0..nl {
+            let link = &self.links[l];
+            let r = link.to;
+            let plain_router = self.nodes[r].endpoints.is_empty()
+                && self.station_of[r].is_none()
+                && self.ingress[r].is_empty();
+            let passes_on = !next[l].is_empty()
+                && next[l]
+                    .iter()
+                    .all(|&o| feed[o] == Feed::Only(l) && !self.links[o].is_scheduled() && !cut[o]);
+            let fed_ahead = matches!(feed[l], Feed::Only(u) if u < nl && cut[u]);
+            if plain_router && passes_on && !link.is_scheduled() && !fed_ahead {
+                cut[l] = true;
+            }
+        }
+        (0..nl).filter(|&l| cut[l]).collect()
+    }
+
+    /// Writes packet `pkt` to link `l`'s capture, if any, as arriving at `at`.
+    fn capture(&mut self, l: usize, at: Instant, pkt: PacketId) {
+        if let Some(w) = &mut self.pcaps[l] {
+            if self.pool.get(pkt).header()[9] == 132 {
+                w.write_whole(at, self.pool.whole(pkt));
+            } else {
+                w.write(at, self.pool.get(pkt));
+            }
+        }
+    }
+
     fn on_link_arrival(&mut self, now: Instant, l: usize) {
         // The link's event is still at the top of the heap: hand it to the link's
         // next packet, or retire it, before anything else is scheduled.
@@ -421,13 +521,7 @@ impl Simulation {
             Some(t) => self.sched.replace_current(t, Event::LinkArrival(l as u32)),
             None => self.sched.pop_current(),
         }
-        if let Some(w) = &mut self.pcaps[l] {
-            if self.pool.get(pkt).header()[9] == 132 {
-                w.write_whole(now, self.pool.whole(pkt));
-            } else {
-                w.write(now, self.pool.get(pkt));
-            }
-        }
+        self.capture(l, now, pkt);
         let node = self.links[l].to;
         if self.any_ingress && !self.police(now, node, pkt) {
             self.pool.free(pkt);
@@ -785,8 +879,42 @@ impl Simulation {
             }
             return;
         }
+        if self.links[l as usize].is_cut_through() {
+            self.cut_through(now, l as usize, dst, pkt, size);
+            return;
+        }
         match self.links[l as usize].enqueue(now, pkt, size) {
             Enqueued::Accepted(Some(t)) => self.sched.schedule(t, Event::LinkArrival(l)),
+            Enqueued::Accepted(None) => {}
+            Enqueued::Lost | Enqueued::Overflow => self.pool.free(pkt),
+        }
+    }
+
+    /// Sends `pkt` over cut-through link `l` and, at the moment it will arrive, on
+    /// from the router at its far end: what `on_link_arrival`, `deliver` and
+    /// `forward` would do there, without the event.
+    fn cut_through(&mut self, now: Instant, l: usize, dst: usize, pkt: PacketId, size: u32) {
+        let at = match self.links[l].enqueue_through(now, pkt, size) {
+            Ok(at) => at,
+            Err(_) => {
+                self.pool.free(pkt);
+                return;
+            }
+        };
+        if at > Instant::ZERO + self.cfg.duration {
+            // Still on the wire when the run ends: the far end never sees it.
+            self.pool.free(pkt);
+            return;
+        }
+        self.capture(l, at, pkt);
+        let Some(out) = self.nodes[self.links[l].to].routes[dst] else {
+            // For the router itself (which listens on nothing) or unreachable.
+            self.unroutable += 1;
+            self.pool.free(pkt);
+            return;
+        };
+        match self.links[out as usize].enqueue(at, pkt, size) {
+            Enqueued::Accepted(Some(t)) => self.sched.schedule(t, Event::LinkArrival(out)),
             Enqueued::Accepted(None) => {}
             Enqueued::Lost | Enqueued::Overflow => self.pool.free(pkt),
         }
@@ -1221,6 +1349,7 @@ impl Simulation {
             self.last_delivered[i] = d;
         }
         for (i, l) in self.links.iter_mut().enumerate() {
+            l.settle(now);
             let b = l.stats.delivered_bytes;
             self.link_tput_series[i].push((b - self.last_link_bytes[i]) as f64 * 8e-6 / secs);
             self.last_link_bytes[i] = b;
@@ -1301,6 +1430,9 @@ impl Simulation {
                     source,
                 })?;
             }
+        }
+        for l in &mut self.links {
+            l.settle(end);
         }
         let dur = self.cfg.duration.as_secs_f64();
         let flows = self

@@ -44,7 +44,9 @@ impl Default for RtoConfig {
 /// arithmetic (seconds plus nanoseconds, normalised on every step) costs more.
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
-    config: RtoConfig,
+    /// The configuration's bounds in nanoseconds: `[min, max, initial, granularity]`
+    /// (converted once; every ACK recomputes the RTO).
+    bounds_ns: [u64; 4],
     srtt_ns: Option<u64>,
     rttvar_ns: u64,
     latest_ns: u64,
@@ -63,7 +65,12 @@ impl RttEstimator {
     /// An estimator with no samples yet.
     pub fn new(config: RtoConfig) -> Self {
         let mut e = RttEstimator {
-            config,
+            bounds_ns: [
+                nanos(config.min_rto),
+                nanos(config.max_rto),
+                nanos(config.initial_rto),
+                nanos(config.granularity),
+            ],
             srtt_ns: None,
             rttvar_ns: 0,
             latest_ns: 0,
@@ -140,19 +147,18 @@ impl RttEstimator {
     }
 
     fn compute_rto(&self) -> u64 {
+        let [min, max, initial, granularity] = self.bounds_ns;
         let base = match self.srtt_ns {
             //# (2.3) RTO <- SRTT + max (G, K*RTTVAR), where K = 4.
-            Some(srtt) => {
-                srtt.saturating_add(nanos(self.config.granularity).max(self.rttvar_ns * 4))
-            }
-            None => nanos(self.config.initial_rto),
+            Some(srtt) => srtt.saturating_add(granularity.max(self.rttvar_ns * 4)),
+            None => initial,
         };
         //# (2.4) Whenever RTO is computed, if it is less than 1 second, then the
         //# RTO SHOULD be rounded up to 1 second.
         // (The minimum is configurable: `RtoConfig::LINUX` uses 200 ms.)
-        let rto = base.max(nanos(self.config.min_rto));
+        let rto = base.max(min);
         let backed_off = rto.saturating_mul(1 << self.backoff_shift.min(16));
-        backed_off.min(nanos(self.config.max_rto))
+        backed_off.min(max)
     }
 
     /// Doubles the RTO after a timeout.

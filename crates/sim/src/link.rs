@@ -140,10 +140,9 @@ pub enum Scheduled {
 
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
-    /// When the packet reached the link, started and finished transmission, and
-    /// reaches the far end, ns.
+    /// When the packet reached the link, finished transmission, and reaches the far
+    /// end, ns. (It started `tx_ns(size)` before it finished.)
     reached: u64,
-    start: u64,
     finish: u64,
     arrive: u64,
     size: u32,
@@ -257,7 +256,7 @@ impl Link {
     /// Offers packet `pkt` of `size` bytes at `now` (which, downstream of a
     /// cut-through link, may be ahead of the simulation clock; offers come in time
     /// order either way).
-    #[inline]
+    #[inline(always)]
     pub fn enqueue(&mut self, now: Instant, pkt: PacketId, size: u32) -> Enqueued {
         let now = now.as_nanos();
         match self.admit(now, size) {
@@ -355,7 +354,6 @@ impl Link {
         self.stats.busy_ns += finish - start;
         self.ring.push_back(InFlight {
             reached,
-            start,
             finish,
             arrive,
             size,
@@ -518,7 +516,7 @@ impl Link {
             .ring
             .iter()
             .filter(|e| e.finish > end)
-            .map(|e| e.finish - e.start.max(end))
+            .map(|e| e.finish - (e.finish - self.tx_ns(e.size)).max(end))
             .sum();
         self.stats.busy_ns - after
     }

@@ -79,6 +79,8 @@ pub struct Simulation {
     links: Vec<Link>,
     flows: Vec<Flow>,
     pcaps: Vec<Option<PcapWriter>>,
+    /// Whether any link is captured (one flag on the per-packet path).
+    any_pcap: bool,
     /// DiffServ ingress rules by node (empty for most), and every rule in scenario
     /// order as (node, index in that node's list).
     ingress: Vec<Vec<Rule>>,
@@ -362,6 +364,7 @@ impl Simulation {
             nodes,
             links,
             flows: rt_flows,
+            any_pcap: pcaps.iter().any(Option::is_some),
             pcaps,
             unroutable: 0,
             cut_through: true,
@@ -503,7 +506,15 @@ impl Simulation {
     }
 
     /// Writes packet `pkt` to link `l`'s capture, if any, as arriving at `at`.
+    #[inline(always)]
     fn capture(&mut self, l: usize, at: Instant, pkt: PacketId) {
+        if self.any_pcap {
+            self.write_capture(l, at, pkt);
+        }
+    }
+
+    #[cold]
+    fn write_capture(&mut self, l: usize, at: Instant, pkt: PacketId) {
         if let Some(w) = &mut self.pcaps[l] {
             if self.pool.get(pkt).header()[9] == 132 {
                 w.write_whole(at, self.pool.whole(pkt));

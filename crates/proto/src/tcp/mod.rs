@@ -800,8 +800,10 @@ impl TcpConnection {
         if let Some(sent) = cum.rtt_sample_from {
             self.rtt.on_sample_nanos(now.nanos_since(sent));
         }
-        let acked_segs = (ack_off - una).div_ceil(self.smss);
-        self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
+        if self.reno_sacked > 0 {
+            let acked_segs = (ack_off - una).div_ceil(self.smss);
+            self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);
+        }
         self.dup_acks = 0;
         //= https://www.rfc-editor.org/rfc/rfc6298#section-5
         //# (5.3) When an ACK is received that acknowledges new data, restart the

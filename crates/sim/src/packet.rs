@@ -81,6 +81,23 @@ impl PacketPool {
             }
         }
     }
+    /// The slot [`alloc`](Self::alloc) will return next, still free: an engine may
+    /// write a header into it and the caller [`alloc`](Self::alloc) it only if the
+    /// engine had something to send. (A bulk sender asks once more than it sends.)
+    pub fn peek_free(&mut self) -> &mut Packet {
+        if self.free.is_empty() {
+            self.free.push(self.slots.len() as PacketId);
+            self.slots.push(Packet {
+                hdr: [0; MAX_HEADER],
+                hdr_len: 0,
+                payload_len: 0,
+                sent_at: Instant::ZERO,
+            });
+        }
+        let id = self.free[self.free.len() - 1];
+        &mut self.slots[id as usize]
+    }
+
     /// Stores `bytes` as the whole of packet `id` (an IPv4 datagram): its first
     /// bytes become the header, the rest its payload length.
     pub fn set_whole(&mut self, id: PacketId, bytes: &[u8]) {

@@ -1013,22 +1013,17 @@ impl Simulation {
         let node = if side == 0 { t.spec.from } else { t.spec.to };
         let dst = if side == 0 { t.spec.to } else { t.spec.from };
         loop {
-            let id = self.pool.alloc(now);
             let Flow::Tcp(t) = &mut self.flows[f] else {
                 unreachable!()
             };
+            let Some(tx) = t.ends[side].poll_transmit(now, &mut self.pool.peek_free().hdr) else {
+                break;
+            };
+            let id = self.pool.alloc(now);
             let p = self.pool.get_mut(id);
-            match t.ends[side].poll_transmit(now, &mut p.hdr) {
-                Some(tx) => {
-                    p.hdr_len = tx.header_len as u8;
-                    p.payload_len = tx.payload_len as u32;
-                    self.forward(now, node, dst, id);
-                }
-                None => {
-                    self.pool.free(id);
-                    break;
-                }
-            }
+            p.hdr_len = tx.header_len as u8;
+            p.payload_len = tx.payload_len as u32;
+            self.forward(now, node, dst, id);
         }
         let Flow::Tcp(t) = &mut self.flows[f] else {
             unreachable!()

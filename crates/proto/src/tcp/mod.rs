@@ -1009,9 +1009,8 @@ impl TcpConnection {
             // Nagle: a short segment may go when nothing is unacknowledged.
             self.board.rebase_short_segment(self.written);
         }
-        let len = self.board.next_new_len();
-        let full_or_last =
-            len == self.board.next_new_room() || (self.closed && max + len == self.written);
+        let (len, room) = self.board.next_new();
+        let full_or_last = len == room || (self.closed && max + len == self.written);
         if len > 0
             && full_or_last
             && max + len <= self.written

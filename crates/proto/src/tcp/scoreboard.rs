@@ -201,16 +201,24 @@ impl Scoreboard {
 
     /// Length of the next new segment starting at [`max`](Self::max).
     pub fn next_new_len(&self) -> u64 {
-        let start = self.max_v();
-        self.next_boundary(start)
-            .min(self.end)
-            .saturating_sub(start)
+        self.next_new().0
     }
 
     /// Room in the next new segment: the MSS, or less for a short first segment.
     pub fn next_new_room(&self) -> u64 {
+        self.next_new().1
+    }
+
+    /// [`next_new_len`](Self::next_new_len) and
+    /// [`next_new_room`](Self::next_new_room) at once.
+    #[inline]
+    pub fn next_new(&self) -> (u64, u64) {
         let start = self.max_v();
-        self.next_boundary(start) - start
+        let boundary = self.next_boundary(start);
+        (
+            boundary.min(self.end).saturating_sub(start),
+            boundary - start,
+        )
     }
 
     /// Records a new segment sent at `now` at offset [`max`](Self::max).

@@ -74,6 +74,19 @@ pub struct Scoreboard {
     retx_scan: u64,
     /// The SACK blocks of the previous ACK, already applied.
     sack_cache: [(u64, u64); 4],
+    /// `max_v` and the next new segment's length and room, kept up to date by
+    /// [`refresh_next`](Self::refresh_next): they depend only on `front + segs.len()`,
+    /// `lo` and `end`, which change when a segment is sent or the grid moves (a
+    /// cumulative ACK moves `front` and `segs` together), while a sender asks for them
+    /// several times per ACK.
+    next: NextNew,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct NextNew {
+    max_v: u64,
+    len: u64,
+    room: u64,
 }
 
 impl Scoreboard {
@@ -92,7 +105,31 @@ impl Scoreboard {
             lost_scan: 0,
             retx_scan: 0,
             sack_cache: [(0, 0); 4],
+            next: NextNew::default(),
         }
+        .refreshed()
+    }
+
+    fn refreshed(mut self) -> Self {
+        self.refresh_next();
+        self
+    }
+
+    /// Recomputes `next` (see there).
+    fn refresh_next(&mut self) {
+        // The next segment's index is `front + len`; it starts at `max_v` unless the
+        // grid's run starts later (`lo`) or the stream ended short of it (`end`, then
+        // in the cell before). So the boundary after `max_v`, `(max_v / mss + 1) *
+        // mss`, is found without a division.
+        let b = (self.front + self.segs.len() as u64) * self.mss;
+        let max_v = b.max(self.lo).min(self.end);
+        let boundary = if max_v >= b { b + self.mss } else { b };
+        debug_assert_eq!(boundary, (max_v / self.mss + 1) * self.mss);
+        self.next = NextNew {
+            max_v,
+            len: boundary.min(self.end).saturating_sub(max_v),
+            room: boundary - max_v,
+        };
     }
 
     /// Makes the first segment `len % mss` bytes long (if that is not zero), so that
@@ -109,6 +146,7 @@ impl Scoreboard {
         self.high_sacked = self.base;
         self.lost_scan = self.base;
         self.retx_scan = self.base;
+        self.refresh_next();
     }
 
     /// Lets the next new segment be the short `[max, written)` with nothing in flight
@@ -129,20 +167,20 @@ impl Scoreboard {
         self.lost_scan = self.lo;
         self.retx_scan = self.lo;
         self.sack_cache = [(0, 0); 4];
+        self.refresh_next();
     }
 
     /// Sets the stream length once the application has closed it.
     pub fn set_end(&mut self, end: u64) {
         self.end = end.saturating_add(self.base);
+        self.refresh_next();
     }
 
     fn una_v(&self) -> u64 {
         (self.front * self.mss).max(self.lo).min(self.end)
     }
     fn max_v(&self) -> u64 {
-        ((self.front + self.segs.len() as u64) * self.mss)
-            .max(self.lo)
-            .min(self.end)
+        self.next.max_v
     }
     fn seg_start(&self, index: u64) -> u64 {
         (index * self.mss).max(self.lo)
@@ -187,18 +225,6 @@ impl Scoreboard {
         ((index + 1) * self.mss).min(self.end) - self.seg_start(index)
     }
 
-    /// The grid boundary after `start = max_v()`: `(start / mss + 1) * mss`, without
-    /// the division (it was a tenth of a bulk sender's time per ACK). The next
-    /// segment's index is `front + len`, and `start` lies in its cell unless the
-    /// stream ended short of it (then in the cell before).
-    #[inline]
-    fn next_boundary(&self, start: u64) -> u64 {
-        let b = (self.front + self.segs.len() as u64) * self.mss;
-        let next = if start >= b { b + self.mss } else { b };
-        debug_assert_eq!(next, (start / self.mss + 1) * self.mss);
-        next
-    }
-
     /// Length of the next new segment starting at [`max`](Self::max).
     pub fn next_new_len(&self) -> u64 {
         self.next_new().0
@@ -213,12 +239,7 @@ impl Scoreboard {
     /// [`next_new_room`](Self::next_new_room) at once.
     #[inline]
     pub fn next_new(&self) -> (u64, u64) {
-        let start = self.max_v();
-        let boundary = self.next_boundary(start);
-        (
-            boundary.min(self.end).saturating_sub(start),
-            boundary - start,
-        )
+        (self.next.len, self.next.room)
     }
 
     /// Records a new segment sent at `now` at offset [`max`](Self::max).
@@ -230,6 +251,7 @@ impl Scoreboard {
             flags: 0,
         });
         self.pipe += len;
+        self.refresh_next();
         len
     }
 

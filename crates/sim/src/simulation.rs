@@ -913,7 +913,10 @@ impl Simulation {
             }
         };
         if at > Instant::ZERO + self.cfg.duration {
-            // Still on the wire when the run ends: the far end never sees it.
+            // Still on the wire when the run ends: the far end never sees it. (A run
+            // that stops when its transfers finish learns its end only then, so the
+            // next link's counters may include the few packets that would have
+            // reached it within this link's delay after the stop.)
             self.pool.free(pkt);
             return;
         }

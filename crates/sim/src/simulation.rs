@@ -894,7 +894,14 @@ impl Simulation {
             self.cut_through(now, l as usize, dst, pkt, size);
             return;
         }
-        match self.links[l as usize].enqueue(now, pkt, size) {
+        self.offer(now, l, pkt, size);
+    }
+
+    /// Offers `pkt` to FIFO link `l` at `at`: the link's arrival event if it was idle,
+    /// or the packet's end if it is dropped.
+    #[inline(always)]
+    fn offer(&mut self, at: Instant, l: u32, pkt: PacketId, size: u32) {
+        match self.links[l as usize].enqueue(at, pkt, size) {
             Enqueued::Accepted(Some(t)) => self.sched.schedule(t, Event::LinkArrival(l)),
             Enqueued::Accepted(None) => {}
             Enqueued::Lost | Enqueued::Overflow => self.pool.free(pkt),
@@ -927,11 +934,7 @@ impl Simulation {
             self.pool.free(pkt);
             return;
         };
-        match self.links[out as usize].enqueue(at, pkt, size) {
-            Enqueued::Accepted(Some(t)) => self.sched.schedule(t, Event::LinkArrival(out)),
-            Enqueued::Accepted(None) => {}
-            Enqueued::Lost | Enqueued::Overflow => self.pool.free(pkt),
-        }
+        self.offer(at, out, pkt, size);
     }
 
     fn consume(&mut self, now: Instant, node: usize, pkt: PacketId) {

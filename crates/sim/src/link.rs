@@ -183,6 +183,9 @@ pub struct Link {
     /// Node the link leads to.
     pub to: usize,
     loss: LossProcess,
+    /// Whether `loss` can lose anything (most links: no), so the per-packet path
+    /// skips the call.
+    lossy: bool,
     ring: VecDeque<InFlight>,
     /// Entries at the front of `ring` whose transmission has finished.
     departed: usize,
@@ -225,6 +228,7 @@ impl Link {
             delay_ns: u64::try_from(params.delay.as_nanos()).unwrap_or(u64::MAX / 2),
             egress: params.egress.as_ref().map(|e| Box::new(Egress::new(e))),
             loss: LossProcess::new(params.loss, seed, stream),
+            lossy: params.loss != LossModel::None,
             params,
             from,
             to,
@@ -323,7 +327,7 @@ impl Link {
     /// on success the packet is counted in the queue.
     #[inline]
     fn admit(&mut self, now: u64, size: u32) -> Result<(), Enqueued> {
-        if self.loss.lose() {
+        if self.lossy && self.loss.lose() {
             self.stats.drops_loss += 1;
             return Err(Enqueued::Lost);
         }
@@ -386,7 +390,7 @@ impl Link {
         size: u32,
         dscp: u8,
     ) -> Scheduled {
-        if self.loss.lose() {
+        if self.lossy && self.loss.lose() {
             self.stats.drops_loss += 1;
             return Scheduled::Lost;
         }

@@ -82,7 +82,7 @@ pub struct Scoreboard {
     next: NextNew,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct NextNew {
     max_v: u64,
     len: u64,
@@ -92,7 +92,7 @@ struct NextNew {
 impl Scoreboard {
     /// An empty scoreboard for segments of `mss` bytes.
     pub fn new(mss: u64) -> Self {
-        Scoreboard {
+        let mut b = Scoreboard {
             mss,
             end: u64::MAX,
             base: 0,
@@ -106,17 +106,17 @@ impl Scoreboard {
             retx_scan: 0,
             sack_cache: [(0, 0); 4],
             next: NextNew::default(),
-        }
-        .refreshed()
-    }
-
-    fn refreshed(mut self) -> Self {
-        self.refresh_next();
-        self
+        };
+        b.refresh_next();
+        b
     }
 
     /// Recomputes `next` (see there).
     fn refresh_next(&mut self) {
+        self.next = self.fresh_next();
+    }
+
+    fn fresh_next(&self) -> NextNew {
         // The next segment's index is `front + len`; it starts at `max_v` unless the
         // grid's run starts later (`lo`) or the stream ended short of it (`end`, then
         // in the cell before). So the boundary after `max_v`, `(max_v / mss + 1) *
@@ -125,11 +125,11 @@ impl Scoreboard {
         let max_v = b.max(self.lo).min(self.end);
         let boundary = if max_v >= b { b + self.mss } else { b };
         debug_assert_eq!(boundary, (max_v / self.mss + 1) * self.mss);
-        self.next = NextNew {
+        NextNew {
             max_v,
             len: boundary.min(self.end).saturating_sub(max_v),
             room: boundary - max_v,
-        };
+        }
     }
 
     /// Makes the first segment `len % mss` bytes long (if that is not zero), so that
@@ -507,6 +507,53 @@ mod tests {
         }
         assert_eq!(order, vec![0, 100, 200, 400]);
         assert_eq!(b.pipe(), 400);
+    }
+
+    /// The cached SND.MAX and next segment stay what a fresh computation gives, and
+    /// what the grid says, through sends, SACKs, losses, retransmissions, timeouts,
+    /// cumulative ACKs, a short first segment, a Nagle rebase and a stream end.
+    #[test]
+    fn cached_next_segment_follows_every_change() {
+        let check = |b: &Scoreboard, what: &str| {
+            assert_eq!(b.next, b.fresh_next(), "stale after {what}");
+            let start = b.max_v();
+            assert_eq!(b.next_new_room(), (start / MSS + 1) * MSS - start, "{what}");
+        };
+        let mut b = Scoreboard::new(MSS);
+        b.set_first_segment(1030); // first segment 30 bytes
+        check(&b, "set_first_segment");
+        assert_eq!(b.on_send_new(Instant::ZERO), 30);
+        check(&b, "the short first segment");
+        for _ in 0..8 {
+            b.on_send_new(Instant::ZERO);
+            check(&b, "a send");
+        }
+        b.on_sack_blocks(&[(230, 530)]);
+        check(&b, "SACK");
+        b.detect_losses(3 * MSS);
+        check(&b, "loss detection");
+        while let Some((off, _)) = b.next_retransmit() {
+            b.on_retransmit(Instant::ZERO, off);
+            check(&b, "a retransmission");
+        }
+        b.on_cumulative_ack(130);
+        check(&b, "a cumulative ACK");
+        b.on_rto();
+        check(&b, "a timeout");
+        b.on_cumulative_ack(b.max());
+        check(&b, "acknowledging everything");
+        let max = b.max();
+        b.rebase_short_segment(max + 40);
+        check(&b, "a Nagle rebase");
+        assert_eq!(b.next_new_len(), 40);
+        b.on_send_new(Instant::ZERO);
+        assert_eq!(b.on_send_new(Instant::ZERO), 100);
+        // The stream ends inside the next segment.
+        b.set_end(max + 40 + 150);
+        check(&b, "set_end");
+        assert_eq!(b.on_send_new(Instant::ZERO), 50);
+        check(&b, "the last segment");
+        assert_eq!(b.next_new_len(), 0);
     }
 
     #[test]

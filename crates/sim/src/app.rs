@@ -240,16 +240,6 @@ pub(crate) enum Flow {
 }
 
 impl Flow {
-    /// The sending and the receiving node.
-    pub fn hosts(&self) -> (usize, usize) {
-        match self {
-            Flow::Tcp(t) => (t.spec.from, t.spec.to),
-            Flow::Udp(u) => (u.spec.from, u.spec.to),
-            Flow::Udt(u) => (u.spec.from, u.spec.to),
-            Flow::Sctp(s) => (s.spec.from, s.spec.to),
-        }
-    }
-
     /// Payload bytes the receiving application has got so far.
     pub fn delivered_bytes(&self) -> u64 {
         match self {

@@ -27,6 +27,15 @@ pub struct Packet {
 }
 
 impl Packet {
+    /// No header, no payload, sent at `sent_at`.
+    fn empty(sent_at: Instant) -> Packet {
+        Packet {
+            hdr: [0; MAX_HEADER],
+            hdr_len: 0,
+            payload_len: 0,
+            sent_at,
+        }
+    }
     /// Length on the wire: headers and payload.
     pub fn wire_len(&self) -> u32 {
         u32::from(self.hdr_len) + self.payload_len
@@ -71,12 +80,7 @@ impl PacketPool {
                 id
             }
             None => {
-                self.slots.push(Packet {
-                    hdr: [0; MAX_HEADER],
-                    hdr_len: 0,
-                    payload_len: 0,
-                    sent_at: now,
-                });
+                self.slots.push(Packet::empty(now));
                 (self.slots.len() - 1) as PacketId
             }
         }
@@ -87,12 +91,7 @@ impl PacketPool {
     pub fn peek_free(&mut self) -> &mut Packet {
         if self.free.is_empty() {
             self.free.push(self.slots.len() as PacketId);
-            self.slots.push(Packet {
-                hdr: [0; MAX_HEADER],
-                hdr_len: 0,
-                payload_len: 0,
-                sent_at: Instant::ZERO,
-            });
+            self.slots.push(Packet::empty(Instant::ZERO));
         }
         let id = self.free[self.free.len() - 1];
         &mut self.slots[id as usize]

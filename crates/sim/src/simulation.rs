@@ -78,6 +78,8 @@ pub struct Simulation {
     nodes: Vec<NodeRt>,
     links: Vec<Link>,
     flows: Vec<Flow>,
+    /// Each flow's sending and receiving host ([`FlowSpec::ends`]).
+    flow_ends: Vec<(usize, usize)>,
     pcaps: Vec<Option<PcapWriter>>,
     /// Whether any link is captured (one flag on the per-packet path).
     any_pcap: bool,
@@ -176,6 +178,7 @@ impl Simulation {
         }
         let mut sched = Scheduler::new();
         let mut rt_flows = Vec::with_capacity(flows.len());
+        let flow_ends = flows.iter().map(FlowSpec::ends).collect();
         for (i, f) in flows.into_iter().enumerate() {
             let (from, to) = f.ends();
             for n in [from, to] {
@@ -364,6 +367,7 @@ impl Simulation {
             nodes,
             links,
             flows: rt_flows,
+            flow_ends,
             any_pcap: pcaps.iter().any(Option::is_some),
             pcaps,
             unroutable: 0,
@@ -443,9 +447,9 @@ impl Simulation {
         // base stations (Snoop's local retransmissions) to either end of any flow.
         let mut pairs: Vec<(usize, usize)> = vec![];
         for (a, b) in self
-            .flows
+            .flow_ends
             .iter()
-            .map(Flow::hosts)
+            .copied()
             .chain(self.transfers.iter().map(|t| (t.spec.from, t.spec.to)))
         {
             pairs.extend([(a, b), (b, a)]);

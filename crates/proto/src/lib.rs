@@ -32,3 +32,13 @@ pub mod transfer;
 pub mod udt;
 
 pub use time::{Bandwidth, Duration, Instant};
+
+/// Slow-start rounds whose bytes an engine books (`round_bytes` of TCP and SCTP).
+///
+/// The per-round log serves the study of a connection's first rounds (how much the
+/// initial window and each round of acknowledgements release); slow start from one
+/// segment reaches any window a long fat network needs within 40 rounds. Booking
+/// stops after this many rounds so that a flow's state stays proportional to its
+/// window, not to how long it runs (a 1 ms RTT flow would otherwise add 1 000
+/// entries a second).
+pub const ROUND_LOG_ROUNDS: u32 = 256;

@@ -600,6 +600,7 @@ impl SctpAssociation {
     }
     /// User bytes first sent in each slow-start round: entry 0 is the initial
     /// window, entry k the data released by acknowledgements of round k's data.
+    /// Only the first [`ROUND_LOG_ROUNDS`](crate::ROUND_LOG_ROUNDS) rounds are booked.
     pub fn round_bytes(&self) -> &[u64] {
         &self.round_bytes
     }
@@ -1471,11 +1472,13 @@ impl SctpAssociation {
             let frag = self.pending.pop_front().expect("front exists");
             self.pending_bytes -= frag.data.len() as u64;
             let bytes = self.cfg.cc.chunk_bytes(frag.data.len());
-            let round = self.send_round as usize;
-            if self.round_bytes.len() < round {
-                self.round_bytes.resize(round, 0);
+            if self.send_round <= crate::ROUND_LOG_ROUNDS {
+                let round = self.send_round as usize;
+                if self.round_bytes.len() < round {
+                    self.round_bytes.resize(round, 0);
+                }
+                self.round_bytes[round - 1] += frag.data.len() as u64;
             }
-            self.round_bytes[round - 1] += frag.data.len() as u64;
             self.outstanding.push_back(Sent {
                 frag,
                 bytes,

@@ -206,6 +206,25 @@ fn the_initial_window_carries_three_1460_byte_messages_in_the_rfc4960_profile() 
 }
 
 #[test]
+fn the_round_log_stops_after_its_last_round() {
+    // One message at a time, each acknowledged (after the delayed-SACK timer) before
+    // the next is sent: each opens a round, and there are more of them than rounds
+    // are booked.
+    let mut net = Net::new(SctpConfig::RFC9260, 10);
+    net.open();
+    net.run(ms(100));
+    let messages = crate::ROUND_LOG_ROUNDS as usize + 40;
+    for _ in 0..messages {
+        net.ends[0].send(0, 0, false, &[7; 100]).unwrap();
+        net.run(net.now + crate::Duration::from_millis(300));
+    }
+    let rounds = net.ends[0].round_bytes();
+    assert_eq!(rounds.len(), crate::ROUND_LOG_ROUNDS as usize);
+    assert!(rounds.iter().all(|&b| b == 100), "{rounds:?}");
+    assert_eq!(net.ends[1].stats().delivered_bytes, 100 * messages as u64);
+}
+
+#[test]
 fn a_loss_on_one_stream_does_not_delay_another() {
     let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
     net.open();

@@ -509,6 +509,8 @@ impl TcpConnection {
     }
     /// Bytes of new data sent in each slow-start round: entry 0 is the initial
     /// window, entry k the data released by acknowledgements of round k's data.
+    /// Only the first [`ROUND_LOG_ROUNDS`](crate::ROUND_LOG_ROUNDS) rounds are
+    /// booked; data sent after them is not.
     pub fn round_bytes(&self) -> &[u64] {
         &self.round_bytes
     }
@@ -1021,7 +1023,9 @@ impl TcpConnection {
             self.board.on_send_new(now);
             self.cc.on_packet_sent(now, len, self.in_flight());
             self.stats.data_segments_sent += 1;
-            self.note_round(max + len, len);
+            if self.send_round <= crate::ROUND_LOG_ROUNDS {
+                self.note_round(max + len, len);
+            }
             self.rto_at
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);

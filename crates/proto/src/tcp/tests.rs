@@ -206,6 +206,24 @@ fn receive_buffer_caps_the_window() {
 }
 
 #[test]
+fn the_round_log_stops_so_state_follows_the_window_not_the_run_time() {
+    // 16 segments per 20 ms round for 10 s: 500 rounds, more than are booked.
+    let cfg = TcpConfig {
+        recv_buffer_bytes: 16 * 1448,
+        ..TcpConfig::default()
+    };
+    let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
+    p.client.send(u64::MAX).unwrap();
+    p.drive(Instant::from_nanos(10_000_000_000));
+    let rounds = p.client.round_bytes();
+    assert_eq!(rounds.len(), crate::ROUND_LOG_ROUNDS as usize);
+    // Booked rounds are whole windows once the receive buffer caps them.
+    assert!(rounds[20..].iter().all(|&b| b == 16 * 1448), "{rounds:?}");
+    assert!(p.client.round_marks.len() <= 1);
+    assert!(p.server.delivered_bytes() > 400 * 16 * 1448);
+}
+
+#[test]
 fn garbage_is_counted_not_fatal() {
     let mut c = TcpConnection::new(TcpConfig::default(), (A, 1), (B, 2), 0);
     c.connect(Instant::ZERO).unwrap();

@@ -85,7 +85,8 @@ pub struct FlowSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_time_s: Option<f64>,
     /// Bytes of new data sent in each slow-start round, the first being the initial
-    /// window (TCP and SCTP flows that send files).
+    /// window (TCP and SCTP flows that send files), for the first
+    /// [`ROUND_LOG_ROUNDS`](longhaul_proto::ROUND_LOG_ROUNDS) rounds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub round_bytes: Option<Vec<u64>>,
 }

@@ -986,6 +986,13 @@ impl TcpConnection {
             _ => return None,
         }
 
+        let max = self.board.max();
+        if max == self.written && self.board.outstanding() == 0 && (!self.closed || self.fin_sent) {
+            // Nothing to retransmit, no new data, no FIN: all this end can owe is an
+            // ACK (a receiver's every poll), so skip the sender's checks below.
+            return self.ack_now.then(|| self.emit_ack(buf, max));
+        }
+
         let cwnd = self.cc.window();
         if let Some((off, len)) = self.board.next_retransmit() {
             if self.fast_rtx_pending || self.in_flight() + len <= cwnd {
@@ -1000,7 +1007,6 @@ impl TcpConnection {
             }
         }
 
-        let max = self.board.max();
         // (Cheapest tests first: a bulk sender fails the second.)
         if !self.closed
             && self.written > max
@@ -1040,12 +1046,14 @@ impl TcpConnection {
             return Some(self.emit(buf, TcpControl::Fin, seq, 0));
         }
 
-        if self.ack_now {
-            self.stats.acks_sent += 1;
-            let seq = self.seq_of_snd(max + u64::from(self.fin_sent));
-            return Some(self.emit(buf, TcpControl::None, seq, 0));
-        }
-        None
+        self.ack_now.then(|| self.emit_ack(buf, max))
+    }
+
+    /// A bare ACK (the caller checked `ack_now`); `max` is `SND.MAX`.
+    fn emit_ack(&mut self, buf: &mut [u8], max: u64) -> Transmit {
+        self.stats.acks_sent += 1;
+        let seq = self.seq_of_snd(max + u64::from(self.fin_sent));
+        self.emit(buf, TcpControl::None, seq, 0)
     }
 
     /// Books `len` new bytes ending at `end` to the current round.

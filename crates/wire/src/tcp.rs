@@ -75,6 +75,36 @@ mod field {
     pub const OPT_SACKRNG: u8 = 5;
 }
 
+/// Writes the SACK option (RFC 2018 §3) for the blocks present in `ranges`, padded
+/// with two NOPs to a 4-byte boundary, at the front of `buf`; returns its length (0
+/// with no blocks). [`TcpRepr::emit`] writes its SACK blocks with this, and so may an
+/// engine that patches them onto a prebuilt header.
+///
+/// # Panics
+/// If `buf` is shorter than the option (a caller bug).
+pub fn emit_sack_option(
+    buf: &mut [u8],
+    ranges: &[Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS],
+) -> usize {
+    let blocks = ranges.iter().flatten().count();
+    if blocks == 0 {
+        return 0;
+    }
+    buf[..4].copy_from_slice(&[
+        field::OPT_NOP,
+        field::OPT_NOP,
+        field::OPT_SACKRNG,
+        (2 + 8 * blocks) as u8,
+    ]);
+    let mut at = 4;
+    for (l, r) in ranges.iter().flatten() {
+        buf[at..at + 4].copy_from_slice(&l.0.to_be_bytes());
+        buf[at + 4..at + 8].copy_from_slice(&r.0.to_be_bytes());
+        at += 8;
+    }
+    at
+}
+
 /// Length of a TCP header without options.
 pub const HEADER_LEN: usize = 20;
 /// Largest TCP header: 60 bytes.
@@ -202,6 +232,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     /// Sets the window field.
     pub fn set_window_len(&mut self, window: u16) {
         self.buffer.as_mut()[field::WIN_SIZE].copy_from_slice(&window.to_be_bytes());
+    }
+    /// Sets the header length (the data offset), in bytes: a multiple of 4 from 20
+    /// to 60.
+    pub fn set_header_len(&mut self, len: usize) {
+        debug_assert!(len % 4 == 0 && (HEADER_LEN..=MAX_HEADER_LEN).contains(&len));
+        let b = &mut self.buffer.as_mut()[field::FLAGS.start];
+        *b = (*b & 0x0f) | ((len / 4) as u8) << 4;
     }
     /// Sets or clears the FIN flag.
     pub fn set_fin(&mut self, fin: bool) {
@@ -410,22 +447,7 @@ impl TcpRepr {
             ]);
             at += 4;
         }
-        let blocks = self.sack_ranges.iter().flatten().count();
-        if blocks > 0 {
-            let len = (2 + 8 * blocks) as u8;
-            b[at..at + 4].copy_from_slice(&[
-                field::OPT_NOP,
-                field::OPT_NOP,
-                field::OPT_SACKRNG,
-                len,
-            ]);
-            at += 4;
-            for (l, r) in self.sack_ranges.iter().flatten() {
-                b[at..at + 4].copy_from_slice(&l.0.to_be_bytes());
-                b[at + 4..at + 8].copy_from_slice(&r.0.to_be_bytes());
-                at += 8;
-            }
-        }
+        at += emit_sack_option(&mut b[at..], &self.sack_ranges);
         debug_assert_eq!(at, hl);
         if checksum == Checksum::Both {
             TcpPacket::new_unchecked(&mut *buf).fill_checksum(src, dst, self.segment_len());

@@ -9,6 +9,13 @@
 //! The SACK blocks to report are kept apart, as Linux keeps `selective_acks`: the
 //! whole range that each recent out-of-order segment landed in, newest first, updated
 //! on every insert in O(blocks). So an ACK's blocks cost nothing to produce.
+//!
+//! After a loss, the window's worth of data behind the hole arrives above every range
+//! held: as a new range past the last one (a queue overflowing under slow start
+//! drops every other segment) or extending it. Those two cases change only the last
+//! entry, found on the tree's right spine, instead of the general merge's three
+//! searches; the general path would do exactly the same (a test holds the two to
+//! that).
 
 use std::collections::BTreeMap;
 
@@ -36,6 +43,29 @@ impl Assembler {
 
     /// Adds `[start, end)`; returns whether any byte was new.
     pub fn insert(&mut self, start: u64, end: u64) -> bool {
+        if let Some(mut last) = self.ranges.last_entry() {
+            let (ls, le) = (*last.key(), *last.get());
+            if start >= ls && start <= le {
+                // Reaches into the last range (or touches its end): it grows.
+                let e = le.max(end);
+                *last.get_mut() = e;
+                self.bytes += e - le;
+                self.note_sack(ls, e);
+                return end > le;
+            }
+            if start > le {
+                // Past every range held.
+                self.ranges.insert(start, end);
+                self.bytes += end - start;
+                self.note_sack(start, end);
+                return end > start;
+            }
+        }
+        self.insert_general(start, end)
+    }
+
+    /// [`insert`](Self::insert) for any range: merges with every range it reaches.
+    fn insert_general(&mut self, start: u64, end: u64) -> bool {
         let (mut s, mut e) = (start, end);
         let mut covered = 0;
         // A range starting before `start` that reaches it merges.
@@ -57,7 +87,13 @@ impl Assembler {
         }
         self.ranges.insert(s, e);
         self.bytes += e - s;
-        // The merged range goes first; blocks it swallowed go; the rest move down.
+        self.note_sack(s, e);
+        covered < end - start
+    }
+
+    /// `[s, e)` is the range the newest segment landed in: it goes first; blocks it
+    /// swallowed go; the rest move down.
+    fn note_sack(&mut self, s: u64, e: u64) {
         let mut blocks = [None; MAX_SACK_BLOCKS];
         blocks[0] = Some((s, e));
         let mut n = 1;
@@ -68,7 +104,6 @@ impl Assembler {
             }
         }
         self.sack = blocks;
-        covered < end - start
     }
 
     /// Removes and returns the end of the range that starts at or below `at` and
@@ -143,6 +178,37 @@ mod tests {
         assert!(!a.insert(120, 580));
         assert!(a.insert(600, 601), "touching ranges merge");
         assert_eq!(a.ranges.iter().next(), Some((&100, &601)));
+    }
+
+    proptest::proptest! {
+        /// The fast paths at the top end leave the same ranges, byte count and SACK
+        /// blocks, and return the same answer, as the general merge.
+        #[test]
+        fn fast_paths_match_the_general_merge(
+            ops in proptest::collection::vec((0u64..60, 1u64..8, 0u8..8), 1..200)
+        ) {
+            let mut fast = Assembler::default();
+            let mut general = Assembler::default();
+            let mut front = 0;
+            for (at, len, kind) in ops {
+                if kind == 0 {
+                    // Fill the hole at the front up to `at`.
+                    front = front.max(at * 100);
+                    proptest::prop_assert_eq!(fast.take_front(front), general.take_front(front));
+                    continue;
+                }
+                // Mostly near and above the top, as after a loss; sometimes anywhere.
+                let top = fast.ranges.last_key_value().map_or(front, |(_, &e)| e);
+                let start = if kind < 6 { top.saturating_sub(150) + at * 10 } else { at * 100 };
+                let (start, end) = (start.max(front + 1), start.max(front + 1) + len * 50);
+                let a = fast.insert(start, end);
+                let b = general.insert_general(start, end);
+                proptest::prop_assert_eq!(a, b, "insert {}..{}", start, end);
+                proptest::prop_assert_eq!(&fast.ranges, &general.ranges);
+                proptest::prop_assert_eq!(fast.bytes, general.bytes);
+                proptest::prop_assert_eq!(fast.sack, general.sack);
+            }
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod tests;
 
 use std::collections::VecDeque;
 
-use longhaul_wire::tcp::{MAX_HEADER_LEN, MAX_SACK_BLOCKS};
+use longhaul_wire::tcp::{self, MAX_HEADER_LEN, MAX_SACK_BLOCKS};
 use longhaul_wire::{
     ipv4, Checksum, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr,
     TcpSeqNumber,
@@ -1090,26 +1090,36 @@ impl TcpConnection {
         let window_len = (free >> shift).min(65535) as u16;
         let with_sack = self.sack_ok && !syn && !self.asm.is_empty();
         let header_len = match (&self.template, ack_number) {
-            (Some(template), Some(ack)) if !syn && !with_sack => {
-                // Fast path: no options. Same bytes as `TcpRepr::emit` would write
-                // (a test holds the two paths to that).
-                let b = &mut buf[..TEMPLATE_LEN];
-                b.copy_from_slice(template);
+            (Some(template), Some(ack)) if !syn => {
+                // Fast path: the prebuilt header, with the SACK option patched on
+                // while out-of-order data is held. Same bytes as `TcpRepr::emit` would
+                // write (a test holds the two paths to that).
+                let opt_len = if with_sack {
+                    tcp::emit_sack_option(&mut buf[TEMPLATE_LEN..], &self.sack_ranges())
+                } else {
+                    0
+                };
+                let header_len = TEMPLATE_LEN + opt_len;
+                let b = &mut buf[..header_len];
+                b[..TEMPLATE_LEN].copy_from_slice(template);
                 let mut ip = Ipv4Packet::new_unchecked(&mut *b);
-                ip.set_total_len((TEMPLATE_LEN + payload_len) as u16);
+                ip.set_total_len((header_len + payload_len) as u16);
                 if self.cfg.checksum == Checksum::Both {
                     ip.fill_checksum();
                 }
                 let mut tcp = TcpPacket::new_unchecked(&mut b[ipv4::HEADER_LEN..]);
+                if opt_len > 0 {
+                    tcp.set_header_len(tcp::HEADER_LEN + opt_len);
+                }
                 tcp.set_seq_number(seq);
                 tcp.set_ack_number(ack);
                 tcp.set_window_len(window_len);
                 tcp.set_fin(control == TcpControl::Fin);
                 if self.cfg.checksum == Checksum::Both {
-                    let seg_len = longhaul_wire::tcp::HEADER_LEN + payload_len;
+                    let seg_len = tcp::HEADER_LEN + opt_len + payload_len;
                     tcp.fill_checksum(self.local.0, self.remote.0, seg_len);
                 }
-                TEMPLATE_LEN
+                header_len
             }
             _ => self.emit_with_options(
                 buf,
@@ -1133,6 +1143,14 @@ impl TcpConnection {
         }
     }
 
+    /// The SACK blocks to send, in sequence numbers.
+    fn sack_ranges(&self) -> [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS] {
+        let base = self.irs + 1;
+        self.asm
+            .sack_blocks()
+            .map(|b| b.map(|(l, r)| (base + l as u32, base + r as u32)))
+    }
+
     /// The general emit path: SYN options or SACK blocks. Returns the header length.
     #[allow(clippy::too_many_arguments)]
     fn emit_with_options(
@@ -1146,13 +1164,11 @@ impl TcpConnection {
         payload_len: usize,
     ) -> usize {
         let syn = control == TcpControl::Syn;
-        let mut sack_ranges = [None; MAX_SACK_BLOCKS];
-        if with_sack {
-            let base = self.irs + 1;
-            for (slot, block) in sack_ranges.iter_mut().zip(self.asm.sack_blocks()) {
-                *slot = block.map(|(l, r)| (base + l as u32, base + r as u32));
-            }
-        }
+        let sack_ranges = if with_sack {
+            self.sack_ranges()
+        } else {
+            [None; MAX_SACK_BLOCKS]
+        };
         let repr = TcpRepr {
             src_port: self.local.1,
             dst_port: self.remote.1,

@@ -249,28 +249,56 @@ fn fast_path_matches_the_general_emitter() {
     p.drive(Instant::from_nanos(100_000_000));
     let c = &mut p.client;
     assert_eq!(c.state(), State::Established);
+    assert!(c.sack_ok);
     let mut fast = [0u8; MAX_TRANSMIT_HEADER];
     let mut slow = [0u8; MAX_TRANSMIT_HEADER];
-    for (control, len) in [
-        (TcpControl::None, 1448),
-        (TcpControl::None, 0),
-        (TcpControl::Fin, 0),
-    ] {
-        let seq = TcpSeqNumber(0xdead_beef);
-        let t = c.emit(&mut fast, control, seq, len);
-        let ack = Some(c.irs + 1 + c.rcv_nxt as u32);
-        let hl = c.emit_with_options(&mut slow, control, seq, ack, 0, false, len);
-        assert_eq!(t.header_len, hl);
-        // The window field depends on the buffer; patch it out of the comparison.
-        slow[34..36].copy_from_slice(&fast[34..36]);
-        let mut fixed = slow;
-        TcpPacket::new_unchecked(&mut fixed[20..hl]).fill_checksum(A, B, 20 + len);
-        assert_eq!(fast[..hl], fixed[..hl], "{control:?} {len}");
-        let ip = Ipv4Packet::new_checked(&fast[..hl]).unwrap();
-        assert!(ip.verify_checksum());
-        let tcp = TcpPacket::new_checked(&fast[20..hl]).unwrap();
-        assert!(tcp.verify_checksum(A, B, 20 + len));
+    // With no out-of-order data, then one, two, four and (of five) four SACK blocks.
+    for held in [0u64, 1, 2, 4, 5] {
+        if held > 0 {
+            c.asm = Assembler::default();
+            for k in 0..held {
+                c.asm.insert(3000 * (k + 1), 3000 * (k + 1) + 1448);
+            }
+        }
+        for (control, len) in [
+            (TcpControl::None, 1448),
+            (TcpControl::None, 0),
+            (TcpControl::Fin, 0),
+        ] {
+            compare_emitters(c, &mut fast, &mut slow, control, len, held > 0);
+        }
     }
+}
+
+/// `c.emit` (the template, SACK blocks patched on) against the general emitter, byte
+/// for byte, with valid checksums.
+fn compare_emitters(
+    c: &mut TcpConnection,
+    fast: &mut [u8; MAX_TRANSMIT_HEADER],
+    slow: &mut [u8; MAX_TRANSMIT_HEADER],
+    control: TcpControl,
+    len: usize,
+    with_sack: bool,
+) {
+    let seq = TcpSeqNumber(0xdead_beef);
+    let t = c.emit(fast, control, seq, len);
+    let ack = Some(c.irs + 1 + c.rcv_nxt as u32);
+    let hl = c.emit_with_options(slow, control, seq, ack, 0, with_sack, len);
+    assert_eq!(t.header_len, hl);
+    assert_eq!(hl > 40, with_sack);
+    // The window field depends on the buffer; patch it out of the comparison.
+    slow[34..36].copy_from_slice(&fast[34..36]);
+    let mut fixed = *slow;
+    TcpPacket::new_unchecked(&mut fixed[20..hl]).fill_checksum(A, B, hl - 20 + len);
+    assert_eq!(
+        fast[..hl],
+        fixed[..hl],
+        "{control:?} {len} sack {with_sack}"
+    );
+    let ip = Ipv4Packet::new_checked(&fast[..hl]).unwrap();
+    assert!(ip.verify_checksum());
+    let tcp = TcpPacket::new_checked(&fast[20..hl]).unwrap();
+    assert!(tcp.verify_checksum(A, B, hl - 20 + len));
 }
 
 /// Header prediction changes nothing: the same transfers, with and without it, end

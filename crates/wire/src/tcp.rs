@@ -236,7 +236,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
     /// Sets the header length (the data offset), in bytes: a multiple of 4 from 20
     /// to 60.
     pub fn set_header_len(&mut self, len: usize) {
-        debug_assert!(len % 4 == 0 && (HEADER_LEN..=MAX_HEADER_LEN).contains(&len));
+        debug_assert!(len.is_multiple_of(4) && (HEADER_LEN..=MAX_HEADER_LEN).contains(&len));
         let b = &mut self.buffer.as_mut()[field::FLAGS.start];
         *b = (*b & 0x0f) | ((len / 4) as u8) << 4;
     }

@@ -65,7 +65,6 @@ struct Endpoint {
 #[derive(Debug)]
 struct NodeRt {
     kind: NodeKind,
-    routes: Vec<Option<u32>>,
     endpoints: Vec<Endpoint>,
 }
 
@@ -76,6 +75,11 @@ pub struct Simulation {
     sched: Scheduler,
     pool: PacketPool,
     nodes: Vec<NodeRt>,
+    /// Every node's routes ([`Topology::routes`]) in one table, `next_hop[node *
+    /// nodes + dst]` ([`route`](Self::route)): the per-packet lookup is one load from
+    /// an address known at once, not a chain of loads through the node's record
+    /// (which perf showed stalling the forwarding path).
+    next_hop: Vec<Option<u32>>,
     links: Vec<Link>,
     flows: Vec<Flow>,
     /// Each flow's sending and receiving host ([`FlowSpec::ends`]).
@@ -147,14 +151,12 @@ pub enum RunError {
 impl Simulation {
     /// Builds a run of `flows` over `topo`.
     pub fn new(cfg: RunConfig, topo: Topology, flows: Vec<FlowSpec>) -> Result<Self, RunError> {
-        let routes = topo.routes();
+        let next_hop: Vec<Option<u32>> = topo.routes().into_iter().flatten().collect();
         let mut nodes: Vec<NodeRt> = topo
             .nodes
             .iter()
-            .zip(routes)
-            .map(|(n, routes)| NodeRt {
+            .map(|n| NodeRt {
                 kind: n.kind,
-                routes,
                 endpoints: vec![],
             })
             .collect();
@@ -186,7 +188,7 @@ impl Simulation {
                     return Err(RunError::Spec(format!("flow {i}: node {n} is not a host")));
                 }
             }
-            if nodes[from].routes[to].is_none() {
+            if next_hop[from * nodes.len() + to].is_none() {
                 return Err(RunError::Spec(format!(
                     "flow {i}: no path from {} to {}",
                     topo.nodes[from].name, topo.nodes[to].name
@@ -364,6 +366,7 @@ impl Simulation {
             topo,
             sched,
             pool: PacketPool::default(),
+            next_hop,
             nodes,
             links,
             flows: rt_flows,
@@ -471,7 +474,7 @@ impl Simulation {
         for (s, d) in pairs.into_iter().filter(|(s, d)| s != d) {
             let (mut node, mut came) = (s, nl + s);
             for _ in 0..self.nodes.len() {
-                let Some(out) = self.nodes[node].routes[d] else {
+                let Some(out) = self.route(node, d) else {
                     break;
                 };
                 let out = out as usize;
@@ -570,7 +573,8 @@ impl Simulation {
             let Some(dst) = addr_node(p.dst_bits(), self.nodes.len()) else {
                 return Role::Other;
             };
-            let towards_wireless = self.nodes[node].routes[dst]
+            let towards_wireless = self
+                .route(node, dst)
                 .is_some_and(|l| self.links[l as usize].params.wireless);
             let flow = usize::from(tcp.src_port().wrapping_sub(TCP_SENDER_PORT));
             if towards_wireless && is_tcp_flow(flow) {
@@ -666,7 +670,7 @@ impl Simulation {
             Role::Other => unreachable!("only TCP data and ACKs are snooped"),
             Role::Data { flow, seq, len } => {
                 let no_room = addr_node(pkt.dst_bits(), self.nodes.len())
-                    .and_then(|d| self.nodes[node].routes[d])
+                    .and_then(|d| self.route(node, d))
                     .is_some_and(|l| self.links[l as usize].nearly_full(now, pkt.wire_len()));
                 let agent = self.agent(s, flow);
                 match agent.on_data(now, seq, len, &pkt, no_room) {
@@ -756,7 +760,8 @@ impl Simulation {
             }
             // The wireless hop towards this flow's receiver: its frame losses.
             let link = match &self.flows[flow] {
-                Flow::Tcp(t) => self.nodes[node].routes[t.spec.to],
+                // (`route` would borrow all of `self`, and `st` holds the stations.)
+                Flow::Tcp(t) => self.next_hop[node * self.nodes.len() + t.spec.to],
                 _ => None,
             };
             // The benefit history: this interval's acknowledged rate, booked to the
@@ -864,6 +869,12 @@ impl Simulation {
         self.sched.schedule(done, Event::LinkTxDone(l));
     }
 
+    /// The link `node` sends packets for `dst` on, if any.
+    #[inline]
+    fn route(&self, node: usize, dst: usize) -> Option<u32> {
+        self.next_hop[node * self.nodes.len() + dst]
+    }
+
     /// A packet reaches `node`: consume it there or forward it.
     fn deliver(&mut self, now: Instant, node: usize, pkt: PacketId) {
         let dst = addr_node(self.pool.get(pkt).dst_bits(), self.nodes.len());
@@ -878,7 +889,7 @@ impl Simulation {
     }
 
     fn forward(&mut self, now: Instant, node: usize, dst: usize, pkt: PacketId) {
-        let Some(l) = self.nodes[node].routes[dst] else {
+        let Some(l) = self.route(node, dst) else {
             self.unroutable += 1;
             self.pool.free(pkt);
             return;
@@ -932,7 +943,7 @@ impl Simulation {
             return;
         }
         self.capture(l, at, pkt);
-        let Some(out) = self.nodes[self.links[l].to].routes[dst] else {
+        let Some(out) = self.route(self.links[l].to, dst) else {
             // For the router itself (which listens on nothing) or unreachable.
             self.unroutable += 1;
             self.pool.free(pkt);

@@ -118,6 +118,10 @@ pub struct Simulation {
     unroutable: u64,
     /// Whether links may be cut-through (see [`crate::link`]).
     cut_through: bool,
+    /// For a cut-through link whose packets all leave its far end on one link, that
+    /// link: the per-packet path skips the route lookup, whose chain of dependent
+    /// loads (link, far end, table) perf showed stalling forwarding.
+    onward: Vec<Option<u32>>,
     /// Scratch space for engines that write whole datagrams (SCTP).
     datagram: Vec<u8>,
     /// Zero bytes that simulated applications write (their content is not studied).
@@ -375,6 +379,7 @@ impl Simulation {
             pcaps,
             unroutable: 0,
             cut_through: true,
+            onward: vec![],
             datagram: vec![0; 65535],
             zeros: vec![0; max_message],
             last_delivered: vec![0; nf],
@@ -397,9 +402,11 @@ impl Simulation {
 
     /// Runs to the end and returns the results.
     pub fn run(mut self) -> Result<RunResult, RunError> {
+        self.onward = vec![None; self.links.len()];
         if self.cut_through {
-            for l in self.cut_through_links() {
+            for (l, onward) in self.cut_through_links() {
                 self.links[l].set_cut_through();
+                self.onward[l] = onward;
             }
         }
         let mut end = Instant::ZERO + self.cfg.duration;
@@ -443,8 +450,9 @@ impl Simulation {
     /// that only forwards (no endpoints, no base station, no ingress rules), and every
     /// link it forwards this link's packets onto is a FIFO that nothing else feeds. A
     /// link downstream of a cut-through link runs ahead of the clock, so it is not
-    /// cut-through itself, and nothing upstream of it is either.
-    fn cut_through_links(&self) -> Vec<usize> {
+    /// cut-through itself, and nothing upstream of it is either. Each comes with the
+    /// one link its packets go on to, if there is only one.
+    fn cut_through_links(&self) -> Vec<(usize, Option<u32>)> {
         let nl = self.links.len();
         // Who sends to whom: the two ends of every flow and transfer, both ways, and
         // base stations (Snoop's local retransmissions) to either end of any flow.
@@ -509,7 +517,10 @@ impl Simulation {
                 cut[l] = true;
             }
         }
-        (0..nl).filter(|&l| cut[l]).collect()
+        (0..nl)
+            .filter(|&l| cut[l])
+            .map(|l| (l, (next[l].len() == 1).then(|| next[l][0] as u32)))
+            .collect()
     }
 
     /// Writes packet `pkt` to link `l`'s capture, if any, as arriving at `at`.
@@ -943,7 +954,11 @@ impl Simulation {
             return;
         }
         self.capture(l, at, pkt);
-        let Some(out) = self.route(self.links[l].to, dst) else {
+        // Every packet that can cross `l` is between two of the ends the route walk
+        // in `cut_through_links` followed, so `onward` is the route for each.
+        let out = self.onward[l].or_else(|| self.route(self.links[l].to, dst));
+        debug_assert_eq!(out, self.route(self.links[l].to, dst));
+        let Some(out) = out else {
             // For the router itself (which listens on nothing) or unreachable.
             self.unroutable += 1;
             self.pool.free(pkt);

@@ -379,7 +379,7 @@ impl Simulation {
             pcaps,
             unroutable: 0,
             cut_through: true,
-            onward: vec![],
+            onward: vec![None; nl],
             datagram: vec![0; 65535],
             zeros: vec![0; max_message],
             last_delivered: vec![0; nf],
@@ -402,7 +402,6 @@ impl Simulation {
 
     /// Runs to the end and returns the results.
     pub fn run(mut self) -> Result<RunResult, RunError> {
-        self.onward = vec![None; self.links.len()];
         if self.cut_through {
             for (l, onward) in self.cut_through_links() {
                 self.links[l].set_cut_through();

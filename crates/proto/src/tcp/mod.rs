@@ -1151,7 +1151,9 @@ impl TcpConnection {
             .map(|b| b.map(|(l, r)| (base + l as u32, base + r as u32)))
     }
 
-    /// The general emit path: SYN options or SACK blocks. Returns the header length.
+    /// The general emit path: SYN options, or any segment before the template exists
+    /// (with SACK blocks if asked: a test holds `emit`'s patched template to this).
+    /// Returns the header length.
     #[allow(clippy::too_many_arguments)]
     fn emit_with_options(
         &self,

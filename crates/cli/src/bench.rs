@@ -38,7 +38,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             "--loss must be in [0, 1), --duration-s and every --rtt-ms above zero"
         )));
     }
-    println!(
+    outln!(
         "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12}",
         "RTT ms",
         "goodput",
@@ -48,7 +48,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         "data segs/s",
         "events/s",
         "wall/sim-s"
-    );
+    )?;
     for &rtt in &args.rtt_ms {
         let mut s = reference(&format!("{}us", rtt * 500.0), args.loss).map_err(Failure::input)?;
         s.run.duration = std::time::Duration::from_secs_f64(args.duration_s);
@@ -60,7 +60,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         let f = &r.summary.flows[0];
         let segs = f.data_segments_sent.unwrap_or(0) + f.retransmits.unwrap_or(0);
         let delivered = r.summary.link("link1").map_or(segs, |l| l.delivered_pkts);
-        println!(
+        outln!(
             "{:>8} {:>7.1} Mb/s {:>14} {:>12} {:>14.3} {:>14.2} M {:>8.2} M {:>12.5}",
             rtt,
             f.goodput_mbps,
@@ -70,13 +70,13 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             delivered as f64 / wall / 1e6,
             r.summary.events as f64 / wall / 1e6,
             wall / args.duration_s,
-        );
+        )?;
     }
     if let Some(kib) = peak_rss_kib() {
-        println!(
+        outln!(
             "peak memory (VmHWM) of this process: {:.1} MiB",
             kib as f64 / 1024.0
-        );
+        )?;
     }
     Ok(())
 }

@@ -288,14 +288,21 @@ pub fn bench(
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, interrupted.clone()).context("signal handler")?;
     }
-    println!(
+    outln!(
         "offloads {}, RTT {rtt:?}, one kernel CUBIC flow, {duration:?} per run",
         if offload { "on" } else { "off" }
-    );
-    println!(
+    )?;
+    outln!(
         "{:>10} {:>4} {:>12} {:>14} {:>12} {:>8} {:>9} {:>6}",
-        "rate Mb/s", "run", "got Mb/s", "lateness p99", "TUN drops", "busy", "CPU+spin", "valid"
-    );
+        "rate Mb/s",
+        "run",
+        "got Mb/s",
+        "lateness p99",
+        "TUN drops",
+        "busy",
+        "CPU+spin",
+        "valid"
+    )?;
     let mut best = None;
     for rate in rates {
         let mut all_valid = true;
@@ -306,7 +313,7 @@ pub fn bench(
                 streams: 1,
             };
             let r = one_run(cfg, offload, &scheme, duration, &interrupted)?;
-            println!(
+            outln!(
                 "{:>10.0} {:>4} {:>12.1} {:>11.1} µs {:>12} {:>7.0}% {:>8.0}% {:>6}",
                 rate.as_mbps_f64(),
                 run,
@@ -316,7 +323,7 @@ pub fn bench(
                 r.emulator_busy * 100.0,
                 r.emulator_cpu * 100.0,
                 if r.valid { "yes" } else { "NO" }
-            );
+            )?;
             all_valid &= r.valid;
             if interrupted.load(Ordering::Relaxed) {
                 std::process::exit(130);
@@ -327,11 +334,11 @@ pub fn bench(
         }
     }
     match best {
-        Some(b) => println!(
+        Some(b) => outln!(
             "highest rate with every run valid: {:.0} Mb/s",
             b.as_mbps_f64()
-        ),
-        None => println!("no rate had every run valid"),
+        )?,
+        None => outln!("no rate had every run valid")?,
     }
     Ok(())
 }

@@ -4,6 +4,24 @@
 //! Exit codes: 0 success; 1 a run failed (I/O, internal error); 2 bad input (a
 //! scenario file, a path or an argument), with a message naming what to fix.
 
+/// `println!` for a command's output: when the reader goes away (`longhaul ... |
+/// head`) the write fails with `BrokenPipe`, which `main` treats as the end of the
+/// command, where `println!` would panic. Use with `?`.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)
+    }};
+}
+
+/// `print!` for a command's output; see [`outln`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($arg)*)
+    }};
+}
+
 mod bench;
 mod compare;
 mod emu;
@@ -76,9 +94,19 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of our output went away (`| head`): nothing left to do.
+        Err(f) if is_broken_pipe(&f.error) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("error: {:#}", f.error);
             ExitCode::from(if f.input { 2 } else { 1 })
         }
     }
+}
+
+/// Whether `e` is, or was caused by, writing to a pipe whose reader has gone.
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

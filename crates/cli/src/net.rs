@@ -79,13 +79,18 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     {
         eprintln!("warning: {w}");
     }
-    println!(
+    outln!(
         "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12}",
-        "channels", "Gb/s", "wall s", "CPU s", "CPU s per Gb", "retransmits"
-    );
+        "channels",
+        "Gb/s",
+        "wall s",
+        "CPU s",
+        "CPU s per Gb",
+        "retransmits"
+    )?;
     for &c in &a.channels {
         let r = loopback(c, a.megabytes * 1_000_000, cfg)?;
-        println!(
+        outln!(
             "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12}",
             c,
             r.gbps(),
@@ -93,7 +98,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             r.cpu_seconds,
             r.cpu_per_gbit(),
             r.packets.1
-        );
+        )?;
     }
     Ok(())
 }

@@ -57,11 +57,11 @@ pub fn run(args: SimArgs) -> Result<(), Failure> {
         } => run_cmd(path, out, jobs, seed, quiet),
         SimCommand::Check { path } => {
             let job = load(&path)?;
-            println!("{}: {} run(s), all valid", path.display(), job.len());
+            outln!("{}: {} run(s), all valid", path.display(), job.len())?;
             Ok(())
         }
         SimCommand::Example => {
-            print!("{}", longhaul_sim::scenario::REFERENCE);
+            out!("{}", longhaul_sim::scenario::REFERENCE)?;
             Ok(())
         }
         SimCommand::Bench(b) => crate::bench::run(b),
@@ -120,8 +120,8 @@ fn run_cmd(
     let summaries = pool.install(|| job.run(&out, &|| bar.inc(1)))?;
     bar.finish_and_clear();
     if !quiet {
-        print_table(&summaries);
-        println!("results: {}", out.display());
+        print_table(&summaries)?;
+        outln!("results: {}", out.display())?;
     }
     Ok(())
 }
@@ -140,14 +140,20 @@ fn run_name(path: &Path) -> String {
     named.map_or("run".into(), |s| s.to_string_lossy().into_owned())
 }
 
-fn print_table(summaries: &[Summary]) {
-    println!(
+fn print_table(summaries: &[Summary]) -> std::io::Result<()> {
+    outln!(
         "{:<24} {:>4} {:<5} {:>12} {:>12} {:>10} {:>8}",
-        "scenario", "flow", "proto", "goodput Mb/s", "completion s", "retransmit", "timeouts"
-    );
+        "scenario",
+        "flow",
+        "proto",
+        "goodput Mb/s",
+        "completion s",
+        "retransmit",
+        "timeouts"
+    )?;
     for s in summaries.iter().take(200) {
         for f in &s.flows {
-            println!(
+            outln!(
                 "{:<24} {:>4} {:<5} {:>12.2} {:>12} {:>10} {:>8}",
                 s.scenario,
                 f.id,
@@ -157,7 +163,8 @@ fn print_table(summaries: &[Summary]) {
                     .map_or("-".into(), |c| format!("{c:.3}")),
                 f.retransmits.map_or("-".into(), |c| c.to_string()),
                 f.timeouts.map_or("-".into(), |c| c.to_string()),
-            );
+            )?;
         }
     }
+    Ok(())
 }

@@ -164,15 +164,17 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         }
     })?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "bytes": s.bytes})
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "received {} files, {} bytes, from {}",
-            s.files, s.bytes, s.peer
-        );
+            s.files,
+            s.bytes,
+            s.peer
+        )?;
     }
     Ok(())
 }
@@ -314,10 +316,10 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     };
     let start = std::time::Instant::now();
     if a.json_stream {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"event": "start", "data": {"bytes_total": total, "channels": total_channels, "concurrency": a.concurrency, "pipelining": !a.no_pipelining, "transport": a.transport}})
-        );
+        )?;
     }
     let done = Arc::new(AtomicBool::new(false));
     let reporter = {
@@ -345,12 +347,15 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                 }
                 if stream && !done.load(Ordering::Relaxed) {
                     let (db, dt) = (bytes - last.0, t - last.1);
-                    println!(
+                    let line = outln!(
                         "{}",
                         serde_json::json!({"event": "interval", "data": {"sum": {
                             "start": last.1, "end": t, "seconds": dt, "bytes": db,
                             "bits_per_second": db as f64 * 8.0 / dt.max(1e-9)}}})
                     );
+                    if line.is_err() {
+                        break; // nobody reads the stream any more
+                    }
                     last = (bytes, t);
                 }
             }
@@ -373,17 +378,18 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
     let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"event": "end", "data": {"sum": summary}})
-        );
+        )?;
     } else if a.json {
-        println!("{summary}");
+        outln!("{summary}")?;
     } else {
-        println!(
+        outln!(
             "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver",
-            s.files, s.bytes
-        );
+            s.files,
+            s.bytes
+        )?;
     }
     Ok(())
 }

@@ -853,3 +853,34 @@ fn kill_and_resume(victim: Side) {
         "{resent} blocks sent twice; {CHANNELS} channels × {in_flight} in flight"
     );
 }
+
+/// Output piped into a reader that has gone (`longhaul sim bench | head -1`) ends the
+/// command quietly with success, as it does for `cat` or `rg`: no panic, no error.
+#[test]
+fn a_closed_output_pipe_ends_the_command_quietly() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["sim", "bench", "--rtt-ms", "1", "--duration-s", "0.1"][..],
+        &["sim", "example"][..],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args(args)
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the command writes anything: its first write
+        // meets a broken pipe.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {:?} {}",
+            o.status,
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+}

@@ -30,14 +30,20 @@ fn peak_rss_kib() -> Option<u64> {
 
 #[allow(clippy::disallowed_methods)] // the bench timer reads the wall clock
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
-    if !(0.0..1.0).contains(&args.loss)
-        || args.duration_s <= 0.0
-        || args.rtt_ms.iter().any(|r| *r <= 0.0)
-    {
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    let duration = std::time::Duration::try_from_secs_f64(args.duration_s)
+        .ok()
+        .filter(|d| positive(args.duration_s) && !d.is_zero());
+    let (Some(duration), true, true) = (
+        duration,
+        (0.0..1.0).contains(&args.loss),
+        args.rtt_ms.iter().all(|&r| positive(r)),
+    ) else {
         return Err(Failure::input(anyhow::anyhow!(
-            "--loss must be in [0, 1), --duration-s and every --rtt-ms above zero"
+            "--loss must be in [0, 1), --duration-s finite and at least 1 ns, and every \
+             --rtt-ms finite and above zero"
         )));
-    }
+    };
     outln!(
         "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12}",
         "RTT ms",
@@ -51,9 +57,10 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     )?;
     for &rtt in &args.rtt_ms {
         let mut s = reference(&format!("{}us", rtt * 500.0), args.loss).map_err(Failure::input)?;
-        s.run.duration = std::time::Duration::from_secs_f64(args.duration_s);
+        s.run.duration = duration;
         s.run.trace_interval = None;
-        s.run.sample_interval = s.run.sample_interval.min(s.run.duration);
+        // At most 10 000 samples, as the scenario loader allows.
+        s.run.sample_interval = s.run.sample_interval.min(duration).max(duration / 10_000);
         let start = std::time::Instant::now();
         let r = longhaul_sim::simulate(&s)?;
         let wall = start.elapsed().as_secs_f64();

@@ -884,3 +884,30 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
         assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// Bench arguments outside what a run can take are bad input (exit 2), not a panic
+/// (an infinite or overflowing duration) or a run that samples forever (a duration
+/// that rounds to zero).
+#[test]
+fn bad_bench_arguments_are_input_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in [
+        &["--duration-s", "inf"][..],
+        &["--duration-s", "1e300"][..],
+        &["--duration-s", "nan"][..],
+        &["--duration-s", "1e-12"][..],
+        &["--rtt-ms", "nan"][..],
+        &["--rtt-ms", "0"][..],
+        &["--loss", "1"][..],
+    ] {
+        let args: Vec<&str> = ["sim", "bench"].iter().chain(bad).copied().collect();
+        let o = longhaul(&args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--duration-s"),
+            "{bad:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{bad:?}: {}", stderr(&o));
+    }
+}

@@ -155,6 +155,13 @@ pub enum RunError {
 impl Simulation {
     /// Builds a run of `flows` over `topo`.
     pub fn new(cfg: RunConfig, topo: Topology, flows: Vec<FlowSpec>) -> Result<Self, RunError> {
+        // (The scenario loader checks these; a caller building a `RunConfig` by hand
+        // gets the same answer instead of a run that samples forever at one instant.)
+        if cfg.sample_interval.is_zero() || cfg.trace_interval.is_some_and(|t| t.is_zero()) {
+            return Err(RunError::Spec(
+                "the sample and trace intervals must be above zero".into(),
+            ));
+        }
         let next_hop: Vec<Option<u32>> = topo.routes().into_iter().flatten().collect();
         let mut nodes: Vec<NodeRt> = topo
             .nodes

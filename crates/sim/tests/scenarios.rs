@@ -476,3 +476,21 @@ name = "reno"
         );
     }
 }
+
+/// A run configured by hand (not through the loader) with a zero sample or trace
+/// interval is refused, not run sampling forever at one instant.
+#[test]
+fn zero_sampling_intervals_are_refused() {
+    let mut s = longhaul_sim::scenario::reference("500us", 0.0).unwrap();
+    s.run.duration = std::time::Duration::from_millis(10);
+    s.run.trace_interval = None;
+    assert!(longhaul_sim::simulate(&s).is_ok());
+    let mut zero_sample = s.clone();
+    zero_sample.run.sample_interval = std::time::Duration::ZERO;
+    let mut zero_trace = s.clone();
+    zero_trace.run.trace_interval = Some(std::time::Duration::ZERO);
+    for bad in [zero_sample, zero_trace] {
+        let e = longhaul_sim::simulate(&bad).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("above zero"), "{e}");
+    }
+}

@@ -56,7 +56,10 @@ pub fn parse_time(s: &str) -> Result<Duration, String> {
         }
     };
     if !ok || n.is_nan() || n < 0.0 || n * mult >= 1e9 {
-        return Err(format!("`{s}` is not a non-negative time"));
+        // (1e9 s, some 32 years, keeps nanosecond arithmetic far from overflow.)
+        return Err(format!(
+            "`{s}` is not a time from 0 to 1e9 s (about 32 years)"
+        ));
     }
     Ok(Duration::from_nanos((n * mult * 1e9).round() as u64))
 }
@@ -123,6 +126,10 @@ mod tests {
         assert_eq!(parse_time("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_time("0s").unwrap(), Duration::ZERO);
         assert!(parse_time("50").is_err());
+        for bad in ["-5ms", "1e30s", "nanms"] {
+            let e = parse_time(bad).unwrap_err();
+            assert!(e.contains("from 0 to 1e9 s"), "{bad}: {e}");
+        }
         assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
         assert_eq!(parse_size("5GB").unwrap(), 5_000_000_000);
         assert_eq!(parse_size("1e3B").unwrap(), 1000);

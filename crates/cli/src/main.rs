@@ -5,12 +5,12 @@
 //! scenario file, a path or an argument), with a message naming what to fix.
 
 /// `println!` for a command's output: when the reader goes away (`longhaul ... |
-/// head`) the write fails with `BrokenPipe`, which `main` treats as the end of the
-/// command, where `println!` would panic. Use with `?`.
+/// head`) the write fails with [`StdoutClosed`], which `main` treats as the end of
+/// the command, where `println!` would panic. Use with `?`.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)
+        writeln!(std::io::stdout(), $($arg)*).map_err($crate::stdout_error)
     }};
 }
 
@@ -18,7 +18,7 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        write!(std::io::stdout(), $($arg)*)
+        write!(std::io::stdout(), $($arg)*).map_err($crate::stdout_error)
     }};
 }
 
@@ -95,7 +95,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of our output went away (`| head`): nothing left to do.
-        Err(f) if is_broken_pipe(&f.error) => ExitCode::SUCCESS,
+        Err(f) if output_closed(&f.error) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("error: {:#}", f.error);
             ExitCode::from(if f.input { 2 } else { 1 })
@@ -103,10 +103,47 @@ fn main() -> ExitCode {
     }
 }
 
-/// Whether `e` is, or was caused by, writing to a pipe whose reader has gone.
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+/// Command output could not be written because its reader went away. Only writes to
+/// our own stdout produce it: a broken pipe anywhere else (a transfer's socket) stays
+/// an error.
+#[derive(Debug)]
+pub struct StdoutClosed;
+
+impl std::fmt::Display for StdoutClosed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("standard output was closed")
+    }
+}
+
+impl std::error::Error for StdoutClosed {}
+
+/// The error of a write to stdout (see [`outln`]).
+pub fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        StdoutClosed.into()
+    } else {
+        anyhow::Error::new(e).context("writing to standard output")
+    }
+}
+
+/// Whether `e` is our stdout's reader going away, and nothing else.
+fn output_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.is::<StdoutClosed>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn only_a_closed_stdout_ends_a_command_quietly() {
+        assert!(output_closed(&stdout_error(Error::from(
+            ErrorKind::BrokenPipe
+        ))));
+        assert!(!output_closed(&stdout_error(Error::from(ErrorKind::Other))));
+        // A transfer whose peer went away fails, even though its cause is a broken pipe.
+        let socket = anyhow::Error::new(Error::from(ErrorKind::BrokenPipe)).context("channel 2");
+        assert!(!output_closed(&socket));
+    }
 }

@@ -140,7 +140,7 @@ fn run_name(path: &Path) -> String {
     named.map_or("run".into(), |s| s.to_string_lossy().into_owned())
 }
 
-fn print_table(summaries: &[Summary]) -> std::io::Result<()> {
+fn print_table(summaries: &[Summary]) -> anyhow::Result<()> {
     outln!(
         "{:<24} {:>4} {:<5} {:>12} {:>12} {:>10} {:>8}",
         "scenario",

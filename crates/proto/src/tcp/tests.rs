@@ -186,15 +186,22 @@ fn delayed_ack_halves_the_ack_count() {
     assert!((500..=520).contains(&acks), "{acks} ACKs for 1000 segments");
 }
 
-#[test]
-fn receive_buffer_caps_the_window() {
+/// An endless sender whose window a 16-segment receive buffer caps, over a 20 ms
+/// round trip, run for `secs`.
+fn window_limited(secs: u64) -> Pair {
     let cfg = TcpConfig {
         recv_buffer_bytes: 16 * 1448,
         ..TcpConfig::default()
     };
     let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
     p.client.send(u64::MAX).unwrap();
-    p.drive(Instant::from_nanos(2_000_000_000));
+    p.drive(Instant::from_nanos(secs * 1_000_000_000));
+    p
+}
+
+#[test]
+fn receive_buffer_caps_the_window() {
+    let p = window_limited(2);
     // 16 segments per 20 ms round trip.
     let expected = 16 * 1448 * 100;
     let got = p.server.delivered_bytes();
@@ -208,13 +215,7 @@ fn receive_buffer_caps_the_window() {
 #[test]
 fn the_round_log_stops_so_state_follows_the_window_not_the_run_time() {
     // 16 segments per 20 ms round for 10 s: 500 rounds, more than are booked.
-    let cfg = TcpConfig {
-        recv_buffer_bytes: 16 * 1448,
-        ..TcpConfig::default()
-    };
-    let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
-    p.client.send(u64::MAX).unwrap();
-    p.drive(Instant::from_nanos(10_000_000_000));
+    let p = window_limited(10);
     let rounds = p.client.round_bytes();
     assert_eq!(rounds.len(), crate::ROUND_LOG_ROUNDS as usize);
     // Booked rounds are whole windows once the receive buffer caps them.

@@ -1,13 +1,14 @@
-//! The event list: a binary heap ordered by `(time, insertion sequence)`.
+//! The event list, ordered by `(time, insertion sequence)`: a sorted list while it is
+//! short (as a packet-level run keeps it), a binary heap when it grows long.
 //!
 //! Ties always break in insertion order, so a run is a pure function of its inputs.
 //! The scheduler is a plain value owned by one [`crate::Simulation`]; nothing is
 //! global, and many simulations run side by side on different threads.
 //!
-//! The heap stays small by design: a link keeps its in-flight packets in its own FIFO
+//! The list stays small by design: a link keeps its in-flight packets in its own FIFO
 //! and has at most one event here (for its head packet), and each endpoint has at
-//! most one live timer event. So the heap holds about one entry per link and per
-//! endpoint, whatever the window sizes, and push/pop cost stays at a few levels.
+//! most one live timer event. So the list holds about one entry per link and per
+//! endpoint, whatever the window sizes (four or five in the reference scenario).
 
 use longhaul_proto::Instant;
 
@@ -59,22 +60,42 @@ fn key(time: Instant, seq: u64) -> u128 {
     (u128::from(time.as_nanos()) << 64) | u128::from(seq)
 }
 
-/// A deterministic event list: a binary min-heap of `Entry` in a `Vec`, fronted by
-/// a one-entry "next" slot.
+/// Lists up to this long are kept sorted; a list that grows past it becomes a heap.
+const SORTED_MAX: usize = 32;
+/// A heap that shrinks to this is sorted again (well below [`SORTED_MAX`], so a list
+/// near the boundary does not switch back and forth).
+const SORTED_AGAIN: usize = 8;
+
+/// A deterministic event list in one of two shapes, chosen by its length.
 ///
-/// The slot holds an entry earlier than everything in the heap. Most events a
-/// packet-level run schedules are due before anything already pending (a packet
-/// crossing a short, fast hop; a reply sent in the same instant), and those go to the
-/// slot and out of it again without touching the heap. The order of events is the
-/// same as with the heap alone: the slot only ever holds the minimum.
+/// **Short lists are sorted**, latest first, so the next event is the last entry.
+/// A packet-level run keeps its list short by design (one entry per link and
+/// endpoint, see the module notes), and what it schedules is mostly due soon — a link
+/// passing the turn to its next packet, a packet crossing a short hop — so inserting
+/// scans a step or two back from the end and moves as many entries. A binary heap
+/// pays a full sift-down (two or three levels, each a pair of loads and compares)
+/// for every such event instead.
+///
+/// **Long lists are a binary min-heap**, fronted by a one-entry "next" slot that
+/// holds an entry earlier than everything in the heap: events due before anything
+/// pending go to the slot and out of it again without touching the heap. A sorted
+/// list would cost a scan and a move proportional to its length per insertion.
+///
+/// Both order entries by the same unique `(time, seq)` key, so events come out in
+/// the same order whichever shape the list has, and switching shapes (a sorted
+/// list, reversed, is a valid heap) changes nothing a run can observe.
 ///
 /// The heap is hand-written rather than `std`'s `BinaryHeap<Reverse<_>>` because a
 /// link passing the turn to its next packet wants an in-place replace of the top with
 /// one sift-down, and the single-integer key keeps every comparison one instruction.
 #[derive(Debug, Default)]
 pub struct Scheduler {
+    /// Heap shape only: an entry earlier than everything in `list`.
     next: Option<Entry>,
-    heap: Vec<Entry>,
+    /// Sorted latest first, or a binary min-heap (see `heap`).
+    list: Vec<Entry>,
+    /// Whether `list` is a heap.
+    heap: bool,
     seq: u64,
     now: Instant,
     executed: u64,
@@ -103,12 +124,49 @@ impl Scheduler {
         self.insert(key(time, self.seq), event);
     }
 
+    #[inline(always)]
+    fn insert(&mut self, key: u128, event: Event) {
+        if self.heap {
+            self.insert_heap(key, event);
+        } else {
+            self.insert_sorted(key, event);
+        }
+    }
+
+    /// Sorted shape: the entry goes after every later one, found by scanning back
+    /// from the earliest (most new events are due soon).
+    #[inline(always)]
+    fn insert_sorted(&mut self, key: u128, event: Event) {
+        let n = self.list.len();
+        if n == SORTED_MAX {
+            self.become_heap();
+            self.insert_heap(key, event);
+            return;
+        }
+        self.list.push(Entry { key, event });
+        self.settle_last(key, event);
+    }
+
+    /// Sorted shape: moves the last entry, `(key, event)`, back past the entries
+    /// due after it (an insertion-sort step; most new events move a step or none).
+    #[inline(always)]
+    fn settle_last(&mut self, key: u128, event: Event) {
+        let list = &mut self.list[..];
+        let mut at = list.len() - 1;
+        while at > 0 && list[at - 1].key < key {
+            list[at] = list[at - 1];
+            at -= 1;
+        }
+        list[at].key = key;
+        list[at].event = event;
+    }
+
     // The new entry's fields are written straight into their slot rather than built in
     // a temporary and copied: the copy's wide loads would read back narrower stores
     // still in flight, a store-forwarding stall that perf showed as the hottest
     // instruction of the forwarding path.
     #[inline(always)]
-    fn insert(&mut self, key: u128, event: Event) {
+    fn insert_heap(&mut self, key: u128, event: Event) {
         match &mut self.next {
             Some(n) if key < n.key => {
                 let old = *n;
@@ -117,11 +175,26 @@ impl Scheduler {
                 self.push_heap(old);
             }
             Some(_) => self.push_heap(Entry { key, event }),
-            None if self.heap.first().is_none_or(|h| key < h.key) => {
+            None if self.list.first().is_none_or(|h| key < h.key) => {
                 self.next = Some(Entry { key, event });
             }
             None => self.push_heap(Entry { key, event }),
         }
+    }
+
+    /// A full sorted list becomes a heap: reversed, earliest first, it already is one.
+    #[cold]
+    fn become_heap(&mut self) {
+        self.list.reverse();
+        self.heap = true;
+    }
+
+    /// A heap that has shrunk is sorted again, the slot's entry with the rest.
+    #[cold]
+    fn become_sorted(&mut self) {
+        self.list.extend(self.next.take());
+        self.list.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+        self.heap = false;
     }
 
     /// Pops the next event at or before `until`, advancing the clock to it.
@@ -136,7 +209,11 @@ impl Scheduler {
     /// [`pop_current`](Self::pop_current) or [`replace_current`](Self::replace_current)
     /// before scheduling anything else.
     pub fn peek_until(&mut self, until: Instant) -> Option<Event> {
-        let head = self.next.as_ref().or(self.heap.first())?;
+        let head = if self.heap {
+            self.next.as_ref().or(self.list.first())
+        } else {
+            self.list.last()
+        }?;
         if head.time() > until.as_nanos() {
             return None;
         }
@@ -147,26 +224,35 @@ impl Scheduler {
 
     /// Removes the event [`peek_until`](Self::peek_until) returned.
     pub fn pop_current(&mut self) {
-        if self.next.take().is_some() {
+        if !self.heap {
+            self.list.pop();
             return;
         }
-        let Some(last) = self.heap.pop() else { return };
-        if !self.heap.is_empty() {
-            self.heap[0] = last;
-            self.sift_down(0);
+        if self.next.take().is_none() {
+            let Some(last) = self.list.pop() else { return };
+            if !self.list.is_empty() {
+                self.list[0] = last;
+                self.sift_down(0);
+            }
+        }
+        if self.list.len() <= SORTED_AGAIN {
+            self.become_sorted();
         }
     }
 
     /// Replaces the event [`peek_until`](Self::peek_until) returned with `event` at
-    /// `time`: at most one sift instead of a pop and a push. A link uses it to pass
-    /// the turn to its next packet.
+    /// `time`: in a heap, at most one sift instead of a pop and a push. A link uses it
+    /// to pass the turn to its next packet.
     pub fn replace_current(&mut self, time: Instant, event: Event) {
         debug_assert!(time >= self.now, "event scheduled in the past");
         self.seq += 1;
         let key = key(time, self.seq);
-        if self.next.take().is_some() {
-            self.insert(key, event);
-        } else if let Some(top) = self.heap.first_mut() {
+        if !self.heap {
+            // The current event is the last entry: the new one takes its place.
+            self.settle_last(key, event);
+        } else if self.next.take().is_some() {
+            self.insert_heap(key, event);
+        } else if let Some(top) = self.list.first_mut() {
             top.key = key;
             top.event = event;
             self.sift_down(0);
@@ -174,49 +260,49 @@ impl Scheduler {
     }
 
     fn push_heap(&mut self, e: Entry) {
-        self.heap.push(e);
-        self.sift_up(self.heap.len() - 1);
+        self.list.push(e);
+        self.sift_up(self.list.len() - 1);
     }
 
     fn sift_up(&mut self, mut i: usize) {
-        let e = self.heap[i];
+        let e = self.list[i];
         while i > 0 {
             let parent = (i - 1) / 2;
-            if self.heap[parent].key <= e.key {
+            if self.list[parent].key <= e.key {
                 break;
             }
-            self.heap[i] = self.heap[parent];
+            self.list[i] = self.list[parent];
             i = parent;
         }
-        self.heap[i] = e;
+        self.list[i] = e;
     }
 
     fn sift_down(&mut self, mut i: usize) {
-        let n = self.heap.len();
-        let e = self.heap[i];
+        let n = self.list.len();
+        let e = self.list[i];
         loop {
             let l = 2 * i + 1;
             if l >= n {
                 break;
             }
             let r = l + 1;
-            let c = if r < n && self.heap[r].key < self.heap[l].key {
+            let c = if r < n && self.list[r].key < self.list[l].key {
                 r
             } else {
                 l
             };
-            if e.key <= self.heap[c].key {
+            if e.key <= self.list[c].key {
                 break;
             }
-            self.heap[i] = self.heap[c];
+            self.list[i] = self.list[c];
             i = c;
         }
-        self.heap[i] = e;
+        self.list[i] = e;
     }
 
     /// Entries pending.
     pub fn len(&self) -> usize {
-        self.heap.len() + usize::from(self.next.is_some())
+        self.list.len() + usize::from(self.next.is_some())
     }
 
     /// Whether nothing is pending.
@@ -289,10 +375,26 @@ mod tests {
         assert_eq!(got, expect);
     }
 
-    /// Random schedules, pops and replaces against a sorted reference list.
+    /// Random schedules, pops and replaces against a sorted reference list, with the
+    /// list growing to thousands of entries (a heap from 33 on).
     #[test]
     fn matches_a_reference_model() {
+        check_against_model(|_| 3);
+    }
+
+    /// The same, with the list swinging between empty and about 50 entries (grown
+    /// for 100 operations, shrunk for 300), so it changes shape, sorted to heap and
+    /// back, many times on the way.
+    #[test]
+    fn matches_a_reference_model_across_shape_changes() {
+        check_against_model(|id| if id % 400 < 100 { 3 } else { 12 });
+    }
+
+    /// Operation `id` schedules with probability `2 / ops(id)`, else pops or
+    /// replaces the next event (even odds).
+    fn check_against_model(ops: impl Fn(u32) -> u64) {
         let mut s = Scheduler::new();
+        let (mut sorted_to_heap, mut heap_to_sorted) = (0, 0);
         let mut model: Vec<(u64, u64, u32)> = vec![]; // (time, seq, id)
         let mut seq = 0u64;
         let mut x: u64 = 99;
@@ -303,7 +405,8 @@ mod tests {
             (x >> 33) % m
         };
         for id in 0..20_000u32 {
-            match rand(3) {
+            let was_heap = s.heap;
+            match rand(ops(id)) {
                 0 | 1 => {
                     let t = s.now().as_nanos() + rand(50);
                     seq += 1;
@@ -329,6 +432,19 @@ mod tests {
                 }
             }
             assert_eq!(s.len(), model.len());
+            match (was_heap, s.heap) {
+                (false, true) => sorted_to_heap += 1,
+                (true, false) => heap_to_sorted += 1,
+                _ => {}
+            }
+        }
+        // Both shapes were exercised (the first model stays a heap once it is one).
+        assert!(sorted_to_heap >= 1);
+        if ops(0) != ops(399) {
+            assert!(
+                sorted_to_heap >= 5 && heap_to_sorted >= 5,
+                "{sorted_to_heap} {heap_to_sorted}"
+            );
         }
     }
 

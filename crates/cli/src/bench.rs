@@ -19,6 +19,40 @@ pub struct BenchArgs {
     /// Simulated seconds per run.
     #[arg(long, default_value_t = 60.0)]
     duration_s: f64,
+    /// Runs per RTT, taken in turns (1 ms, 100 ms, 1 ms, ...) so that a machine whose
+    /// speed drifts slows every RTT alike; the figures are the median run's, with the
+    /// range beside them.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    repeat: u32,
+}
+
+/// One RTT's runs.
+struct Runs {
+    rtt_ms: f64,
+    goodput_mbps: f64,
+    delivered: u64,
+    events: u64,
+    walls: Vec<f64>,
+}
+
+impl Runs {
+    /// Delivered data segments per wall-second of the median, fastest and slowest runs.
+    fn rates(&self) -> (f64, f64, f64) {
+        let mut w = self.walls.clone();
+        w.sort_by(f64::total_cmp);
+        let rate = |wall: f64| self.delivered as f64 / wall;
+        (rate(median(&w)), rate(w[0]), rate(w[w.len() - 1]))
+    }
+}
+
+/// The median of sorted `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> f64 {
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 /// Peak resident memory of this process, from /proc (Linux), in KiB.
@@ -44,8 +78,49 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
              --rtt-ms finite and above zero"
         )));
     };
+    let mut runs: Vec<Runs> = vec![];
+    for round in 0..args.repeat {
+        for (i, &rtt) in args.rtt_ms.iter().enumerate() {
+            let mut s =
+                reference(&format!("{}us", rtt * 500.0), args.loss).map_err(Failure::input)?;
+            s.run.duration = duration;
+            s.run.trace_interval = None;
+            // At most 10 000 samples, as the scenario loader allows.
+            s.run.sample_interval = s.run.sample_interval.min(duration).max(duration / 10_000);
+            let start = std::time::Instant::now();
+            let r = longhaul_sim::simulate(&s)?;
+            let wall = start.elapsed().as_secs_f64();
+            let f = &r.summary.flows[0];
+            let segs = f.data_segments_sent.unwrap_or(0) + f.retransmits.unwrap_or(0);
+            let delivered = r.summary.link("link1").map_or(segs, |l| l.delivered_pkts);
+            if round == 0 {
+                runs.push(Runs {
+                    rtt_ms: rtt,
+                    goodput_mbps: f.goodput_mbps,
+                    delivered,
+                    events: r.summary.events,
+                    walls: vec![wall],
+                });
+                continue;
+            }
+            let first = &mut runs[i];
+            // Every run of a scenario is the same run: a difference is a bug worth
+            // a loud stop, not a figure.
+            if (first.delivered, first.events) != (delivered, r.summary.events) {
+                return Err(Failure::from(anyhow::anyhow!(
+                    "RTT {rtt} ms: run {} delivered {delivered} segments in {} events, \
+                     run 1 {} in {}: the simulator is not deterministic",
+                    round + 1,
+                    r.summary.events,
+                    first.delivered,
+                    first.events
+                )));
+            }
+            first.walls.push(wall);
+        }
+    }
     outln!(
-        "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12}",
+        "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12}   {}",
         "RTT ms",
         "goodput",
         "data segs",
@@ -53,31 +128,38 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         "wall s",
         "data segs/s",
         "events/s",
-        "wall/sim-s"
+        "wall/sim-s",
+        "data segs/s, fastest to slowest run"
     )?;
-    for &rtt in &args.rtt_ms {
-        let mut s = reference(&format!("{}us", rtt * 500.0), args.loss).map_err(Failure::input)?;
-        s.run.duration = duration;
-        s.run.trace_interval = None;
-        // At most 10 000 samples, as the scenario loader allows.
-        s.run.sample_interval = s.run.sample_interval.min(duration).max(duration / 10_000);
-        let start = std::time::Instant::now();
-        let r = longhaul_sim::simulate(&s)?;
-        let wall = start.elapsed().as_secs_f64();
-        let f = &r.summary.flows[0];
-        let segs = f.data_segments_sent.unwrap_or(0) + f.retransmits.unwrap_or(0);
-        let delivered = r.summary.link("link1").map_or(segs, |l| l.delivered_pkts);
+    for r in &runs {
+        let (rate, fastest, slowest) = r.rates();
+        let wall = r.delivered as f64 / rate;
         outln!(
-            "{:>8} {:>7.1} Mb/s {:>14} {:>12} {:>14.3} {:>14.2} M {:>8.2} M {:>12.5}",
-            rtt,
-            f.goodput_mbps,
-            delivered,
-            r.summary.events,
+            "{:>8} {:>7.1} Mb/s {:>14} {:>12} {:>14.3} {:>14.2} M {:>8.2} M {:>12.5}   {:.2}-{:.2} M ({} runs)",
+            r.rtt_ms,
+            r.goodput_mbps,
+            r.delivered,
+            r.events,
             wall,
-            delivered as f64 / wall / 1e6,
-            r.summary.events as f64 / wall / 1e6,
+            rate / 1e6,
+            r.events as f64 / wall / 1e6,
             wall / args.duration_s,
+            fastest / 1e6,
+            slowest / 1e6,
+            r.walls.len(),
         )?;
+    }
+    let medians: Vec<f64> = runs.iter().map(|r| r.rates().0).collect();
+    if let (Some(hi), Some(lo)) = (
+        medians.iter().copied().reduce(f64::max),
+        medians.iter().copied().reduce(f64::min),
+    ) {
+        if runs.len() > 1 {
+            outln!(
+                "fastest / slowest RTT (median data segs/s): {:.2}x",
+                hi / lo
+            )?;
+        }
     }
     if let Some(kib) = peak_rss_kib() {
         outln!(

@@ -885,6 +885,60 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
     }
 }
 
+/// The bench runs each RTT `--repeat` times and reports the median with the range,
+/// and the ratio of the RTTs' medians.
+#[test]
+fn bench_repeats_each_rtt_and_reports_the_ratio() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "sim",
+        "bench",
+        "--rtt-ms",
+        "1,10",
+        "--duration-s",
+        "0.2",
+        "--repeat",
+        "3",
+    ];
+    let o = longhaul(&args, dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("(3 runs)")).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[0].trim_start().starts_with("1 "), "{out}");
+    assert!(rows[1].trim_start().starts_with("10 "), "{out}");
+    let ratio: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("fastest / slowest RTT (median data segs/s): "))
+        .and_then(|r| r.strip_suffix('x'))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no ratio line in {out}"));
+    assert!(ratio >= 1.0, "{out}");
+    // One RTT: no ratio to report.
+    let o = longhaul(
+        &[
+            "sim",
+            "bench",
+            "--rtt-ms",
+            "1",
+            "--duration-s",
+            "0.1",
+            "--repeat",
+            "2",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("(2 runs)") && !out.contains("fastest / slowest"),
+        "{out}"
+    );
+    // No runs is not a bench.
+    let o = longhaul(&["sim", "bench", "--repeat", "0"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
 /// Bench arguments outside what a run can take are bad input (exit 2), not a panic
 /// (an infinite or overflowing duration) or a run that samples forever (a duration
 /// that rounds to zero).

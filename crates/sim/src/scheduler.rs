@@ -249,6 +249,7 @@ impl Scheduler {
         let key = key(time, self.seq);
         if !self.heap {
             // The current event is the last entry: the new one takes its place.
+            debug_assert!(!self.list.is_empty(), "replace_current without an event");
             self.settle_last(key, event);
         } else if self.next.take().is_some() {
             self.insert_heap(key, event);

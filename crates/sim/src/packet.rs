@@ -97,6 +97,19 @@ impl PacketPool {
         &mut self.slots[id as usize]
     }
 
+    /// Takes the slot [`peek_free`](Self::peek_free) returned, whose header an engine
+    /// has just written: `hdr_len` header bytes and `payload_len` payload bytes, sent
+    /// at `now`.
+    #[inline]
+    pub fn alloc_peeked(&mut self, now: Instant, hdr_len: u8, payload_len: u32) -> PacketId {
+        let id = self.free.pop().expect("peek_free first");
+        let p = &mut self.slots[id as usize];
+        p.hdr_len = hdr_len;
+        p.payload_len = payload_len;
+        p.sent_at = now;
+        id
+    }
+
     /// Stores `bytes` as the whole of packet `id` (an IPv4 datagram): its first
     /// bytes become the header, the rest its payload length.
     pub fn set_whole(&mut self, id: PacketId, bytes: &[u8]) {

@@ -1061,10 +1061,9 @@ impl Simulation {
             let Some(tx) = t.ends[side].poll_transmit(now, &mut self.pool.peek_free().hdr) else {
                 break;
             };
-            let id = self.pool.alloc(now);
-            let p = self.pool.get_mut(id);
-            p.hdr_len = tx.header_len as u8;
-            p.payload_len = tx.payload_len as u32;
+            let id = self
+                .pool
+                .alloc_peeked(now, tx.header_len as u8, tx.payload_len as u32);
             self.forward(now, node, dst, id);
         }
         let Flow::Tcp(t) = &mut self.flows[f] else {

@@ -780,6 +780,8 @@ impl TcpConnection {
 
     /// The part of an ACK that moves `SND.UNA` from `una` to `ack_off`, shared by the
     /// general path and header prediction: scoreboard, RTT sample, timer.
+    // Inlined into header prediction and the general ACK path: one call less per ACK.
+    #[inline(always)]
     fn on_cumulative_ack(&mut self, now: Instant, una: u64, ack_off: u64) -> scoreboard::CumAck {
         let cum = self.board.on_cumulative_ack(ack_off);
         // The round of the newest byte acknowledged: data sent from now on belongs
@@ -1070,6 +1072,10 @@ impl TcpConnection {
         self.round_bytes[i] += len;
     }
 
+    // Inlined into each caller in `poll_transmit` (so into the simulator's driver):
+    // as a call, its prologue, spills and the re-reads of fields the caller had in
+    // registers were 2 % of the reference bench's instructions.
+    #[inline(always)]
     fn emit(
         &mut self,
         buf: &mut [u8],

@@ -149,17 +149,14 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             r.walls.len(),
         )?;
     }
-    let medians: Vec<f64> = runs.iter().map(|r| r.rates().0).collect();
-    if let (Some(hi), Some(lo)) = (
-        medians.iter().copied().reduce(f64::max),
-        medians.iter().copied().reduce(f64::min),
-    ) {
-        if runs.len() > 1 {
-            outln!(
-                "fastest / slowest RTT (median data segs/s): {:.2}x",
-                hi / lo
-            )?;
-        }
+    if runs.len() > 1 {
+        let medians = runs.iter().map(|r| r.rates().0);
+        let hi = medians.clone().fold(f64::MIN, f64::max);
+        let lo = medians.fold(f64::MAX, f64::min);
+        outln!(
+            "fastest / slowest RTT (median data segs/s): {:.2}x",
+            hi / lo
+        )?;
     }
     if let Some(kib) = peak_rss_kib() {
         outln!(

@@ -100,6 +100,9 @@ impl PacketPool {
     /// Takes the slot [`peek_free`](Self::peek_free) returned, whose header an engine
     /// has just written: `hdr_len` header bytes and `payload_len` payload bytes, sent
     /// at `now`.
+    ///
+    /// # Panics
+    /// If no slot is free, that is, without a [`peek_free`](Self::peek_free) first.
     #[inline]
     pub fn alloc_peeked(&mut self, now: Instant, hdr_len: u8, payload_len: u32) -> PacketId {
         let id = self.free.pop().expect("peek_free first");

@@ -10,7 +10,8 @@ use std::thread;
 use std::time::Duration;
 
 use longhaul_net::transfer::{
-    receive, send, Msg, RecvOptions, SendOptions, TransferError, Transport,
+    receive, send, Msg, RecvOptions, RecvSummary, SendOptions, SendSummary, TransferError,
+    Transport,
 };
 use longhaul_proto::udt::UdtConnConfig;
 
@@ -46,11 +47,37 @@ fn receiver(
     opts: RecvOptions,
 ) -> (
     SocketAddr,
-    thread::JoinHandle<Result<longhaul_net::transfer::RecvSummary, TransferError>>,
+    thread::JoinHandle<Result<RecvSummary, TransferError>>,
 ) {
     let (tx, rx) = mpsc::channel();
     let h = thread::spawn(move || receive(&opts, |a| tx.send(a).unwrap()));
     (rx.recv_timeout(T).unwrap(), h)
+}
+
+/// Both ends' summaries. If sending failed, the panic also says how the receiver
+/// ended (waiting at most `T` for it): the sender's error ("the peer closed the control
+/// channel") is often only the echo of the receiver's.
+fn outcome(
+    sent: Result<SendSummary, TransferError>,
+    receiver: thread::JoinHandle<Result<RecvSummary, TransferError>>,
+    what: &str,
+) -> (SendSummary, RecvSummary) {
+    let e = match sent {
+        Ok(s) => return (s, receiver.join().unwrap().expect("receive")),
+        Err(e) => e,
+    };
+    let step = Duration::from_millis(20);
+    for _ in 0..T.as_millis() / step.as_millis() {
+        if receiver.is_finished() {
+            break;
+        }
+        thread::sleep(step);
+    }
+    if receiver.is_finished() {
+        let got = receiver.join().unwrap();
+        panic!("{what}: send failed: {e:?}; the receiver ended with {got:?}");
+    }
+    panic!("{what}: send failed: {e:?}; the receiver was still running after {T:?}")
 }
 
 fn send_opts(
@@ -136,9 +163,8 @@ fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_4_and_8_channels()
         let sent = send(&SendOptions {
             transport,
             ..send_opts(vec![tree.clone(), single.clone()], addr, "s3cret", channels)
-        })
-        .expect("send");
-        let got = h.join().unwrap().expect("receive");
+        });
+        let (sent, got) = outcome(sent, h, &format!("{transport:?} with {channels} channels"));
         assert_eq!(sent.files, 155);
         assert_eq!(got.files, 155);
         assert_eq!(got.bytes, sent.bytes);

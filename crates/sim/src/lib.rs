@@ -50,6 +50,7 @@ pub mod packet;
 pub mod pcap;
 pub mod plot;
 pub mod report;
+mod ring;
 pub mod scenario;
 pub mod scheduler;
 pub mod simulation;

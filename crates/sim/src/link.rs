@@ -30,13 +30,12 @@
 //! one. Once picked, a packet joins the same ring of in-flight packets. FIFO links
 //! are untouched by this.
 
-use std::collections::VecDeque;
-
 use longhaul_proto::{Bandwidth, Duration, Instant};
 
 use crate::diffserv::sched::{Admit, ClassConfig, LlqConfig, Scheduler};
 use crate::loss::{LossModel, LossProcess};
 use crate::packet::PacketId;
+use crate::ring::Ring;
 
 /// How the DropTail queue is limited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +137,7 @@ pub enum Scheduled {
     Policed,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct InFlight {
     /// When the packet reached the link, finished transmission, and reaches the far
     /// end, ns. (It started `tx_ns(size)` before it finished.)
@@ -186,9 +185,11 @@ pub struct Link {
     /// Whether `loss` can lose anything (most links: no), so the per-packet path
     /// skips the call.
     lossy: bool,
-    ring: VecDeque<InFlight>,
-    /// Entries at the front of `ring` whose transmission has finished.
-    departed: usize,
+    ring: Ring<InFlight>,
+    /// Position in `ring` of the first packet whose transmission has not finished
+    /// (as far as `advance` has looked): those before it left the queue. Never
+    /// behind the ring's head.
+    departed: u64,
     queued_pkts: u32,
     queued_bytes: u64,
     busy_until: u64,
@@ -232,7 +233,7 @@ impl Link {
             params,
             from,
             to,
-            ring: VecDeque::new(),
+            ring: Ring::new(),
             departed: 0,
             queued_pkts: 0,
             queued_bytes: 0,
@@ -247,6 +248,14 @@ impl Link {
     #[inline]
     fn advance(&mut self, now: u64) {
         self.clock = self.clock.max(now);
+        if now >= self.busy_until {
+            // The transmitter is idle: everything held has left the queue (a link
+            // that never queues, as most do not, takes this way every time).
+            self.departed = self.ring.tail();
+            self.queued_pkts = 0;
+            self.queued_bytes = 0;
+            return;
+        }
         while let Some(e) = self.ring.get(self.departed) {
             if e.finish > now {
                 break;
@@ -456,12 +465,12 @@ impl Link {
     /// Takes the head off the ring and counts it delivered.
     #[inline]
     fn retire_head(&mut self) -> InFlight {
+        let at = self.ring.head();
         let head = self.ring.pop_front().expect("arrival without a packet");
         // The head finished transmission before it arrived. If `advance` has not
         // counted it out of the queue yet, do it here instead of running the loop.
-        if self.departed > 0 {
-            self.departed -= 1;
-        } else {
+        if self.departed == at {
+            self.departed = at + 1;
             self.queued_pkts -= 1;
             self.queued_bytes -= u64::from(head.size);
         }

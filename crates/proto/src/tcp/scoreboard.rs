@@ -80,6 +80,10 @@ pub struct Scoreboard {
     /// cumulative ACK moves `front` and `segs` together), while a sender asks for them
     /// several times per ACK.
     next: NextNew,
+    /// `SND.UNA` on the grid: `(front * mss).max(lo).min(end)`, kept up to date
+    /// (by [`refresh_next`](Self::refresh_next) and the cumulative ACK) because a
+    /// sender reads it a dozen times per ACK.
+    una_v: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -106,14 +110,17 @@ impl Scoreboard {
             retx_scan: 0,
             sack_cache: [(0, 0); 4],
             next: NextNew::default(),
+            una_v: 0,
         };
         b.refresh_next();
         b
     }
 
-    /// Recomputes `next` (see there).
+    /// Recomputes `next` and `una_v` (see there) after the grid or the stream end
+    /// moved or a segment was sent.
     fn refresh_next(&mut self) {
         self.next = self.fresh_next();
+        self.una_v = (self.front * self.mss).max(self.lo).min(self.end);
     }
 
     fn fresh_next(&self) -> NextNew {
@@ -176,8 +183,13 @@ impl Scoreboard {
         self.refresh_next();
     }
 
+    #[inline]
     fn una_v(&self) -> u64 {
-        (self.front * self.mss).max(self.lo).min(self.end)
+        debug_assert_eq!(
+            self.una_v,
+            (self.front * self.mss).max(self.lo).min(self.end)
+        );
+        self.una_v
     }
     fn max_v(&self) -> u64 {
         self.next.max_v
@@ -260,8 +272,13 @@ impl Scoreboard {
     pub fn on_cumulative_ack(&mut self, ack: u64) -> CumAck {
         let mut out = CumAck::default();
         let upto = ack.saturating_add(self.base).min(self.max_v());
-        while self.una_v() < upto {
-            let len = self.seg_len(self.front);
+        let mut una = self.una_v();
+        while una < upto {
+            // The front segment is `[una, next)`: it starts inside the grid's run
+            // (so at `una`) and ends at the next boundary or the stream's end.
+            let next = ((self.front + 1) * self.mss).min(self.end);
+            let len = next - una;
+            debug_assert_eq!(len, self.seg_len(self.front));
             let seg = self.segs.pop_front().expect("una < max");
             if seg.in_pipe() {
                 self.pipe -= len;
@@ -274,7 +291,9 @@ impl Scoreboard {
             out.rtt_sample_from =
                 (seg.flags & EVER_RETRANS == 0 && seg.flags & SACKED == 0).then_some(seg.sent_at);
             self.front += 1;
+            una = next;
         }
+        self.una_v = una;
         let una = self.una_v();
         self.lost_scan = self.lost_scan.max(una);
         self.retx_scan = self.retx_scan.max(una);

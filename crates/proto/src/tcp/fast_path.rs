@@ -2,13 +2,20 @@
 //! `tcp_rcv_established` fast path): in a bulk transfer almost every segment is
 //! either the next in-order data segment or a plain ACK that moves `SND.UNA`. Both are
 //! recognised from a few fixed header bytes and handled here, without building a
-//! `TcpRepr`. Anything else (options, flags other than ACK/PSH, out-of-order data,
-//! duplicate ACKs, recovery, FIN state) falls through to the general path, which
-//! would have done exactly the same for these two cases.
+//! `TcpRepr`.
+//!
+//! The rest of an established connection's traffic is mostly plain too: out-of-order
+//! data, duplicate ACKs, and ACKs carrying SACK blocks in the layout every stack
+//! sends (NOP, NOP, SACK). Those skip the general parser (its IPv4 checks and option
+//! loop): their `TcpRepr` is read straight off the fixed offsets and goes to the same
+//! established-state processing. In a slow-start overshoot that is every segment
+//! for several round trips. Anything else (other options, flags other than ACK/PSH,
+//! FIN state) falls through to the general path, which would have done exactly the
+//! same for all of these.
 
-use longhaul_wire::{Ipv4Packet, TcpPacket};
+use longhaul_wire::{Ipv4Packet, TcpControl, TcpPacket, TcpRepr};
 
-use super::{State, TcpConnection};
+use super::{State, TcpConnection, MAX_SACK_BLOCKS};
 use crate::cc::{AckSample, CongestionControl};
 use crate::seq::unwrap_tcp;
 use crate::time::Instant;
@@ -18,6 +25,8 @@ use longhaul_wire::TcpSeqNumber;
 const HDR: usize = 40;
 const ACK: u8 = 0x10;
 const PSH: u8 = 0x08;
+const NOP: u8 = 1;
+const SACK: u8 = 5;
 
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
@@ -26,15 +35,35 @@ fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+type SackRanges = [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS];
+
+/// The blocks of options that are exactly NOP, NOP and a SACK option of one to four
+/// blocks (RFC 2018 §3's recommended layout); `None` for anything else.
+fn sack_only(opts: &[u8]) -> Option<SackRanges> {
+    let n = opts.len().checked_sub(4)? / 8;
+    if n == 0
+        || n > MAX_SACK_BLOCKS
+        || opts.len() != 4 + 8 * n
+        || opts[..3] != [NOP, NOP, SACK]
+        || usize::from(opts[3]) != 2 + 8 * n
+    {
+        return None;
+    }
+    let mut ranges = [None; MAX_SACK_BLOCKS];
+    for (slot, b) in ranges.iter_mut().zip(opts[4..].chunks_exact(8)) {
+        *slot = Some((TcpSeqNumber(be32(b, 0)), TcpSeqNumber(be32(b, 4))));
+    }
+    Some(ranges)
+}
+
 impl TcpConnection {
     /// Handles `d` if it is one of the two predicted segments; returns false, having
     /// changed nothing, otherwise.
     pub(super) fn try_fast_path(&mut self, now: Instant, d: &[u8]) -> bool {
         if self.state != State::Established
-            || d.len() != HDR
+            || d.len() < HDR
             || d[0] != 0x45
             || d[9] != 6
-            || d[20 + 12] != 0x50
             || d[20 + 13] & !PSH != ACK
             || d[12..16] != self.remote.0 .0
             || d[16..20] != self.local.0 .0
@@ -45,8 +74,9 @@ impl TcpConnection {
         {
             return false;
         }
+        let hdr = 20 + usize::from(d[20 + 12] >> 4) * 4;
         let total = usize::from(be16(d, 2));
-        if total < HDR || be16(d, 6) & 0x3fff != 0 {
+        if d.len() != hdr || hdr < HDR || total < hdr || be16(d, 6) & 0x3fff != 0 {
             return false; // malformed or fragmented: the general path counts it
         }
         if self.cfg.checksum == longhaul_wire::Checksum::Both {
@@ -58,9 +88,16 @@ impl TcpConnection {
                 return false;
             }
         }
-        let payload = (total - HDR) as u64;
+        let payload = (total - hdr) as u64;
         let seq = TcpSeqNumber(be32(d, 24));
         let ack = TcpSeqNumber(be32(d, 28));
+        if hdr > HDR {
+            let Some(sack_ranges) = sack_only(&d[HDR..hdr]) else {
+                return false;
+            };
+            self.process_plain(now, d, seq, ack, sack_ranges, payload);
+            return true;
+        }
         let window = u64::from(be16(d, 34)) << self.snd_wscale;
         let una = self.board.una();
         let ack_off = unwrap_tcp(ack, self.seq_of_snd(una), una);
@@ -75,7 +112,8 @@ impl TcpConnection {
                 || ack_off != una as i64
                 || self.board.outstanding() != 0
             {
-                return false;
+                self.process_plain(now, d, seq, ack, [None; MAX_SACK_BLOCKS], payload);
+                return true;
             }
             self.peer_window = window;
             self.rcv_nxt = end;
@@ -98,7 +136,8 @@ impl TcpConnection {
             || ack_off > self.board.max() as i64
             || seq != self.irs + 1 + self.rcv_nxt as u32
         {
-            return false;
+            self.process_plain(now, d, seq, ack, [None; MAX_SACK_BLOCKS], payload);
+            return true;
         }
         let ack_off = ack_off as u64;
         self.peer_window = window;
@@ -107,5 +146,81 @@ impl TcpConnection {
         let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt());
         self.cc.on_ack(now, &sample);
         true
+    }
+
+    /// An established-state segment with only ACK (and PSH) set and no options but
+    /// SACK blocks, that header prediction did not take: the general processing, with
+    /// the `TcpRepr` the general parser would have built.
+    #[inline(never)]
+    fn process_plain(
+        &mut self,
+        now: Instant,
+        d: &[u8],
+        seq: TcpSeqNumber,
+        ack: TcpSeqNumber,
+        sack_ranges: SackRanges,
+        payload: u64,
+    ) {
+        let repr = TcpRepr {
+            src_port: be16(d, 20),
+            dst_port: be16(d, 22),
+            control: TcpControl::None,
+            seq_number: seq,
+            ack_number: Some(ack),
+            window_len: be16(d, 34),
+            max_seg_size: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack_ranges,
+            push: d[20 + 13] & PSH != 0,
+            payload_len: payload as usize,
+        };
+        self.process_established(now, &repr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(n: usize) -> Vec<u8> {
+        let mut o = vec![NOP, NOP, SACK, (2 + 8 * n) as u8];
+        for i in 0..n as u32 {
+            o.extend_from_slice(&(1000 * i).to_be_bytes());
+            o.extend_from_slice(&(1000 * i + 500).to_be_bytes());
+        }
+        o
+    }
+
+    #[test]
+    fn sack_only_takes_the_common_layout_and_nothing_else() {
+        for n in 1..=MAX_SACK_BLOCKS {
+            let r = sack_only(&opts(n)).expect("NOP NOP SACK");
+            for (i, b) in r.iter().enumerate() {
+                let want = (i < n).then(|| {
+                    let i = i as u32;
+                    (TcpSeqNumber(1000 * i), TcpSeqNumber(1000 * i + 500))
+                });
+                assert_eq!(*b, want, "{n} blocks, block {i}");
+            }
+        }
+        // No blocks, too many, a length byte that disagrees, other kinds or padding:
+        // the general parser decides.
+        assert_eq!(sack_only(&opts(0)), None);
+        let mut five = opts(4);
+        five[3] = 42;
+        five.extend_from_slice(&[0; 8]);
+        assert_eq!(sack_only(&five), None);
+        let mut wrong_len = opts(2);
+        wrong_len[3] = 10;
+        assert_eq!(sack_only(&wrong_len), None);
+        let mut timestamps = opts(1);
+        timestamps[2] = 8;
+        assert_eq!(sack_only(&timestamps), None);
+        let mut end_first = opts(1);
+        end_first[0] = 0;
+        assert_eq!(sack_only(&end_first), None);
+        assert_eq!(sack_only(&[NOP, NOP, SACK]), None);
+        assert_eq!(sack_only(&[]), None);
     }
 }

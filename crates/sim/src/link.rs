@@ -248,9 +248,11 @@ impl Link {
     #[inline]
     fn advance(&mut self, now: u64) {
         self.clock = self.clock.max(now);
-        if now >= self.busy_until {
-            // The transmitter is idle: everything held has left the queue (a link
-            // that never queues, as most do not, takes this way every time).
+        if now >= self.busy_until && self.egress.is_none() {
+            // The transmitter of a FIFO link is idle: everything it holds has left
+            // the queue (a link that never queues, as most do not, takes this way
+            // every time). Not so on a scheduled link: packets may wait in its
+            // classes, outside the ring, for the event that starts the next one.
             self.departed = self.ring.tail();
             self.queued_pkts = 0;
             self.queued_bytes = 0;
@@ -553,6 +555,40 @@ mod tests {
             wireless: false,
         };
         Link::new(params, 0, 1, 1, 0)
+    }
+
+    /// A packet offered to a scheduled link at the very nanosecond its transmitter
+    /// frees up (before the event for the end of that transmission has run) finds
+    /// the packets waiting in its classes still counted.
+    #[test]
+    fn a_scheduled_link_counts_what_waits_in_its_classes() {
+        use crate::diffserv::sched::ClassConfig;
+        let mut l = link(QueueLimit::Packets(100));
+        l.params.egress = Some(EgressSpec {
+            priority: None,
+            classes: vec![(
+                vec![],
+                ClassConfig {
+                    bandwidth: Bandwidth::from_mbps(8),
+                    limit_pkts: 10,
+                },
+            )],
+        });
+        l = Link::new(l.params.clone(), 0, 1, 1, 0);
+        let t0 = Instant::from_nanos(0);
+        let done = match l.enqueue_scheduled(t0, 1, 1000, 0) {
+            Scheduled::Started { done, .. } => done,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(l.enqueue_scheduled(t0, 2, 1000, 0), Scheduled::Queued);
+        assert_eq!(l.enqueue_scheduled(t0, 3, 1000, 0), Scheduled::Queued);
+        assert_eq!(l.queue_pkts(t0), 3);
+        // At `done`: packet 1 has left, 4 joins, and the free transmitter takes 2.
+        assert!(matches!(
+            l.enqueue_scheduled(done, 4, 1000, 0),
+            Scheduled::Started { .. }
+        ));
+        assert_eq!(l.queue_pkts(done), 3, "2 on the wire, 3 and 4 waiting");
     }
 
     #[test]

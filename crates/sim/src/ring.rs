@@ -10,8 +10,10 @@
 //! The slots are a power-of-two `Vec`, a position's slot its low bits. `VecDeque`
 //! does the same job, but each access there wraps a logical index with a compare and
 //! subtract after a length check; a link makes about seven accesses per packet it
-//! carries, and the reference bench spent 8 % of its instructions in `VecDeque`
-//! (callgrind, 1 ms RTT). Safe code only: slots hold `T::default()` until written.
+//! carries, and the reference bench spent about 8 % of its instructions in
+//! `VecDeque` code, most of it the links' (callgrind, 1 ms RTT); with this ring
+//! (and the idle shortcut in `Link::advance`) it ran 1.2 % faster. Safe code only:
+//! slots hold `T::default()` until written.
 //!
 //! Not a general container: no removal but from the front, no growth but doubling.
 

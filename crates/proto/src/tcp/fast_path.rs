@@ -38,7 +38,8 @@ fn be32(b: &[u8], at: usize) -> u32 {
 type SackRanges = [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS];
 
 /// The blocks of options that are exactly NOP, NOP and a SACK option of one to four
-/// blocks (RFC 2018 §3's recommended layout); `None` for anything else.
+/// blocks (the layout Linux, the BSDs and this engine send, the option aligned on 4
+/// bytes); `None` for anything else.
 fn sack_only(opts: &[u8]) -> Option<SackRanges> {
     let n = opts.len().checked_sub(4)? / 8;
     if n == 0
@@ -57,8 +58,9 @@ fn sack_only(opts: &[u8]) -> Option<SackRanges> {
 }
 
 impl TcpConnection {
-    /// Handles `d` if it is one of the two predicted segments; returns false, having
-    /// changed nothing, otherwise.
+    /// Handles `d` if it is one of the two predicted segments, or another plain
+    /// established-state segment (see the module's opening); returns false, having
+    /// changed nothing, for anything the general parser must read.
     pub(super) fn try_fast_path(&mut self, now: Instant, d: &[u8]) -> bool {
         if self.state != State::Established
             || d.len() < HDR

@@ -105,6 +105,34 @@ pub fn emit_sack_option(
     at
 }
 
+/// The SACK blocks of an options area that is exactly what [`emit_sack_option`]
+/// writes: NOP, NOP and a SACK option of one to four blocks (the layout Linux and the
+/// BSDs send too, the option aligned on 4 bytes). `None` for any other options, which
+/// [`TcpRepr::parse`] reads; an engine's fast path takes the common case with this.
+pub fn parse_sack_option(
+    opts: &[u8],
+) -> Option<[Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS]> {
+    let n = opts.len().checked_sub(4)? / 8;
+    if n == 0
+        || n > MAX_SACK_BLOCKS
+        || opts.len() != 4 + 8 * n
+        || opts[..3] != [field::OPT_NOP, field::OPT_NOP, field::OPT_SACKRNG]
+        || usize::from(opts[3]) != 2 + 8 * n
+    {
+        return None;
+    }
+    Some(sack_blocks(&opts[4..]))
+}
+
+/// The blocks of a SACK option's body (a multiple of 8 bytes, at most four blocks).
+fn sack_blocks(body: &[u8]) -> [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS] {
+    let mut ranges = [None; MAX_SACK_BLOCKS];
+    for (slot, blk) in ranges.iter_mut().zip(body.chunks_exact(8)) {
+        *slot = Some((TcpSeqNumber(be32(blk, 0)), TcpSeqNumber(be32(blk, 4))));
+    }
+    ranges
+}
+
 /// Length of a TCP header without options.
 pub const HEADER_LEN: usize = 20;
 /// Largest TCP header: 60 bytes.
@@ -350,10 +378,7 @@ impl TcpRepr {
                 (field::OPT_WS, 1) => repr.window_scale = Some(body[0].min(14)),
                 (field::OPT_SACKPERM, 0) => repr.sack_permitted = true,
                 (field::OPT_SACKRNG, n) if n % 8 == 0 && n / 8 <= MAX_SACK_BLOCKS => {
-                    for (i, blk) in body.chunks_exact(8).enumerate() {
-                        repr.sack_ranges[i] =
-                            Some((TcpSeqNumber(be32(blk, 0)), TcpSeqNumber(be32(blk, 4))));
-                    }
+                    repr.sack_ranges = sack_blocks(body);
                 }
                 (field::OPT_MSS | field::OPT_WS | field::OPT_SACKPERM | field::OPT_SACKRNG, _) => {
                     return Err(Error::Malformed)
@@ -462,6 +487,43 @@ mod tests {
 
     const SRC: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
     const DST: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
+
+    /// `parse_sack_option` reads back what `emit_sack_option` writes, one to four
+    /// blocks, and nothing else: no blocks, five, a length byte that disagrees, another
+    /// option kind or a leading EOL go to the general parser.
+    #[test]
+    fn sack_option_round_trip_and_nothing_else() {
+        let emitted = |n: usize| {
+            let mut ranges = [None; MAX_SACK_BLOCKS];
+            for (i, r) in ranges.iter_mut().take(n).enumerate() {
+                let i = i as u32;
+                *r = Some((TcpSeqNumber(1000 * i), TcpSeqNumber(1000 * i + 500)));
+            }
+            let mut buf = [0u8; 40];
+            let len = emit_sack_option(&mut buf, &ranges);
+            (ranges, buf[..len].to_vec())
+        };
+        for n in 1..=MAX_SACK_BLOCKS {
+            let (ranges, opts) = emitted(n);
+            assert_eq!(parse_sack_option(&opts), Some(ranges), "{n} blocks");
+        }
+        assert_eq!(parse_sack_option(&emitted(0).1), None);
+        assert_eq!(parse_sack_option(&[1, 1, 5, 2]), None);
+        let mut five = emitted(4).1;
+        five[3] = 42;
+        five.extend_from_slice(&[0; 8]);
+        assert_eq!(parse_sack_option(&five), None);
+        let mut wrong_len = emitted(2).1;
+        wrong_len[3] = 10;
+        assert_eq!(parse_sack_option(&wrong_len), None);
+        let mut other_kind = emitted(1).1;
+        other_kind[2] = 8;
+        assert_eq!(parse_sack_option(&other_kind), None);
+        let mut end_first = emitted(1).1;
+        end_first[0] = 0;
+        assert_eq!(parse_sack_option(&end_first), None);
+        assert_eq!(parse_sack_option(&[1, 1, 5]), None);
+    }
 
     fn seq() -> impl Strategy<Value = TcpSeqNumber> {
         any::<u32>().prop_map(TcpSeqNumber)

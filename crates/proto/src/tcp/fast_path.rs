@@ -25,8 +25,6 @@ use longhaul_wire::TcpSeqNumber;
 const HDR: usize = 40;
 const ACK: u8 = 0x10;
 const PSH: u8 = 0x08;
-const NOP: u8 = 1;
-const SACK: u8 = 5;
 
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
@@ -36,26 +34,6 @@ fn be32(b: &[u8], at: usize) -> u32 {
 }
 
 type SackRanges = [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS];
-
-/// The blocks of options that are exactly NOP, NOP and a SACK option of one to four
-/// blocks (the layout Linux, the BSDs and this engine send, the option aligned on 4
-/// bytes); `None` for anything else.
-fn sack_only(opts: &[u8]) -> Option<SackRanges> {
-    let n = opts.len().checked_sub(4)? / 8;
-    if n == 0
-        || n > MAX_SACK_BLOCKS
-        || opts.len() != 4 + 8 * n
-        || opts[..3] != [NOP, NOP, SACK]
-        || usize::from(opts[3]) != 2 + 8 * n
-    {
-        return None;
-    }
-    let mut ranges = [None; MAX_SACK_BLOCKS];
-    for (slot, b) in ranges.iter_mut().zip(opts[4..].chunks_exact(8)) {
-        *slot = Some((TcpSeqNumber(be32(b, 0)), TcpSeqNumber(be32(b, 4))));
-    }
-    Some(ranges)
-}
 
 impl TcpConnection {
     /// Handles `d` if it is one of the two predicted segments, or another plain
@@ -94,7 +72,7 @@ impl TcpConnection {
         let seq = TcpSeqNumber(be32(d, 24));
         let ack = TcpSeqNumber(be32(d, 28));
         if hdr > HDR {
-            let Some(sack_ranges) = sack_only(&d[HDR..hdr]) else {
+            let Some(sack_ranges) = longhaul_wire::tcp::parse_sack_option(&d[HDR..hdr]) else {
                 return false;
             };
             self.process_plain(now, d, seq, ack, sack_ranges, payload);
@@ -178,51 +156,5 @@ impl TcpConnection {
             payload_len: payload as usize,
         };
         self.process_established(now, &repr);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn opts(n: usize) -> Vec<u8> {
-        let mut o = vec![NOP, NOP, SACK, (2 + 8 * n) as u8];
-        for i in 0..n as u32 {
-            o.extend_from_slice(&(1000 * i).to_be_bytes());
-            o.extend_from_slice(&(1000 * i + 500).to_be_bytes());
-        }
-        o
-    }
-
-    #[test]
-    fn sack_only_takes_the_common_layout_and_nothing_else() {
-        for n in 1..=MAX_SACK_BLOCKS {
-            let r = sack_only(&opts(n)).expect("NOP NOP SACK");
-            for (i, b) in r.iter().enumerate() {
-                let want = (i < n).then(|| {
-                    let i = i as u32;
-                    (TcpSeqNumber(1000 * i), TcpSeqNumber(1000 * i + 500))
-                });
-                assert_eq!(*b, want, "{n} blocks, block {i}");
-            }
-        }
-        // No blocks, too many, a length byte that disagrees, other kinds or padding:
-        // the general parser decides.
-        assert_eq!(sack_only(&opts(0)), None);
-        let mut five = opts(4);
-        five[3] = 42;
-        five.extend_from_slice(&[0; 8]);
-        assert_eq!(sack_only(&five), None);
-        let mut wrong_len = opts(2);
-        wrong_len[3] = 10;
-        assert_eq!(sack_only(&wrong_len), None);
-        let mut timestamps = opts(1);
-        timestamps[2] = 8;
-        assert_eq!(sack_only(&timestamps), None);
-        let mut end_first = opts(1);
-        end_first[0] = 0;
-        assert_eq!(sack_only(&end_first), None);
-        assert_eq!(sack_only(&[NOP, NOP, SACK]), None);
-        assert_eq!(sack_only(&[]), None);
     }
 }

@@ -294,6 +294,17 @@ fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
 
 /// A hand-written sender: authenticates, then offers `name` of `size` bytes.
 fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
+    open_session(addr, token, name, size).0
+}
+
+/// [`offer_sized`], keeping the control connection: the reply, its reading side and
+/// its writing side.
+fn open_session(
+    addr: SocketAddr,
+    token: &str,
+    name: &str,
+    size: u64,
+) -> (Msg, BufReader<TcpStream>, TcpStream) {
     let s = TcpStream::connect(addr).unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
@@ -330,7 +341,38 @@ fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
     });
     line.clear();
     r.read_line(&mut line).unwrap();
-    serde_json::from_str(line.trim()).unwrap()
+    (serde_json::from_str(line.trim()).unwrap(), r, w)
+}
+
+/// A receiver whose session fails after it accepted the offer (here the sender's
+/// digest is not hex) tells the sender why and closes the control channel. Before,
+/// it returned and left the channel open (its control reader thread still held it),
+/// and a sender waiting for verdicts waited forever.
+#[test]
+fn a_failing_receiver_says_why_and_closes_the_control_channel() {
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
+    let (reply, mut r, mut w) = open_session(addr, "s3cret", "x.dat", 10);
+    assert!(matches!(reply, Msg::Accept { .. }), "{reply:?}");
+    let mut l = serde_json::to_vec(&Msg::Digest {
+        file: 0,
+        digest: "not hex".into(),
+    })
+    .unwrap();
+    l.push(b'\n');
+    w.write_all(&l).unwrap();
+    r.get_ref().set_read_timeout(Some(T)).unwrap();
+    let mut line = String::new();
+    r.read_line(&mut line).expect("the receiver says why");
+    let Msg::Reject { reason } = serde_json::from_str(line.trim()).unwrap() else {
+        panic!("{line}")
+    };
+    assert!(reason.contains("bad digest"), "{reason}");
+    line.clear();
+    let n = r.read_line(&mut line).expect("then closes the channel");
+    assert_eq!(n, 0, "{line}");
+    let e = h.join().unwrap().unwrap_err();
+    assert!(e.to_string().contains("bad digest"), "{e}");
 }
 
 #[test]

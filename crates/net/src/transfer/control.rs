@@ -64,7 +64,8 @@ pub enum Msg {
         #[serde(default)]
         have: Vec<Vec<u64>>,
     },
-    /// Receiver: no, and why.
+    /// Receiver: no, and why: the offer is refused, or (after `Accept`) the session
+    /// failed; the receiver closes the control channel after it.
     Reject {
         /// Why, for the sender's user.
         reason: String,

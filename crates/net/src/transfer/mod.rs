@@ -14,6 +14,7 @@
 //!   |-- Block{file, offset} + bytes ----------->|
 //!   |<---------------- FileDone{file, ok} ...   |   as each file is verified and
 //!   |<--------------------------------- Finished|   renamed into place
+//!   |<------------------ or Reject{why}, closes |   if the session fails
 //! ```
 //!
 //! A file's digest is BLAKE3 over its blocks' BLAKE3 hashes in order, computed by
@@ -22,7 +23,8 @@
 //! all its blocks and its digest matches, it joins a commit batch: one `syncfs`,
 //! then the batch's renames and `FileDone`s. A block that fails its hash on arrival
 //! is asked for again at once (`Resend`) and comes back on the control channel, up
-//! to three times.
+//! to three times. A receiver whose session fails after `Accept` says why (`Reject`)
+//! and closes the control channel, so the sender stops at once with that reason.
 //!
 //! Parallelism, concurrency, pipelining (the knobs of GridFTP and mdtmFTP): the
 //! session opens `channels × concurrency` channels in `concurrency` groups; each

@@ -467,89 +467,106 @@ pub fn receive(
     // The data phase: blocks land on the channel threads; this loop verifies each
     // file once all its blocks and its digest are in, and commits verified files in
     // batches (one syncfs, then renames and confirmations).
-    while failure.is_none() && (undone > 0 || open_channels > 0) {
-        let ev = if session.batch.is_empty() {
-            // No deadline here: a file of a terabyte says nothing until its last
-            // block. A dead sender ends the channels (its closed port refuses
-            // UDT's datagrams; TCP resets) and the control channel, and that comes
-            // as an event.
-            match rx.recv() {
-                Ok(ev) => ev,
-                Err(_) => {
-                    failure = Some(TransferError::Protocol(
-                        "every channel ended with files unfinished".into(),
-                    ));
-                    break;
+    // An error that ends the loop below at once (a failed commit or check) joins
+    // the others in `failure`, so that every failure reaches the sender.
+    let mut data_phase = || -> Result<(), TransferError> {
+        while failure.is_none() && (undone > 0 || open_channels > 0) {
+            let ev = if session.batch.is_empty() {
+                // No deadline here: a file of a terabyte says nothing until its last
+                // block. A dead sender ends the channels (its closed port refuses
+                // UDT's datagrams; TCP resets) and the control channel, and that comes
+                // as an event.
+                match rx.recv() {
+                    Ok(ev) => ev,
+                    Err(_) => {
+                        failure = Some(TransferError::Protocol(
+                            "every channel ended with files unfinished".into(),
+                        ));
+                        break;
+                    }
                 }
-            }
-        } else {
-            match rx.try_recv() {
-                Ok(ev) if session.batch.len() < COMMIT_BATCH => ev,
-                Ok(ev) => {
-                    undone -= session.commit()?;
-                    ev
-                }
-                Err(_) => {
-                    undone -= session.commit()?;
-                    continue;
-                }
-            }
-        };
-        match ev {
-            Event::Ctl(Ok(Msg::Digest { file, digest })) => {
-                let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
-                match (session.digests.get_mut(file as usize), d) {
-                    (Some(slot @ None), Some(d)) => *slot = Some(d),
-                    _ => {
-                        failure = Some(TransferError::Protocol(format!(
-                            "a bad digest for file {file}"
-                        )));
+            } else {
+                match rx.try_recv() {
+                    Ok(ev) if session.batch.len() < COMMIT_BATCH => ev,
+                    Ok(ev) => {
+                        undone -= session.commit()?;
+                        ev
+                    }
+                    Err(_) => {
+                        undone -= session.commit()?;
                         continue;
                     }
                 }
-                if written[file as usize] {
-                    undone -= session.check(file as usize)?;
+            };
+            match ev {
+                Event::Ctl(Ok(Msg::Digest { file, digest })) => {
+                    let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
+                    match (session.digests.get_mut(file as usize), d) {
+                        (Some(slot @ None), Some(d)) => *slot = Some(d),
+                        _ => {
+                            failure = Some(TransferError::Protocol(format!(
+                                "a bad digest for file {file}"
+                            )));
+                            continue;
+                        }
+                    }
+                    if written[file as usize] {
+                        undone -= session.check(file as usize)?;
+                    }
                 }
-            }
-            Event::Ctl(Ok(m)) => {
-                failure = Some(TransferError::Protocol(format!("unexpected {m:?}")));
-            }
-            Event::Ctl(Err(e)) => failure = Some(e),
-            Event::Written(file) => {
-                written[file] = true;
-                if session.digests[file].is_some() {
-                    undone -= session.check(file)?;
+                Event::Ctl(Ok(m)) => {
+                    failure = Some(TransferError::Protocol(format!("unexpected {m:?}")));
                 }
-            }
-            Event::Corrupt(file, offset, len) => {
-                let n = session.attempts.entry((file, offset)).or_insert(0);
-                *n += 1;
-                if *n > MAX_REFETCH {
-                    failure = Some(TransferError::Integrity(format!(
-                        "block {file}@{offset} arrived damaged {MAX_REFETCH} times"
-                    )));
-                } else if let Err(e) = session.writer.send(&Msg::Resend {
-                    blocks: vec![(file, offset, len)],
-                }) {
-                    failure = Some(e);
+                Event::Ctl(Err(e)) => failure = Some(e),
+                Event::Written(file) => {
+                    written[file] = true;
+                    if session.digests[file].is_some() {
+                        undone -= session.check(file)?;
+                    }
                 }
-            }
-            Event::ChannelEnded(r) => {
-                open_channels -= 1;
-                if let Err(e) = r {
-                    failure = Some(e);
+                Event::Corrupt(file, offset, len) => {
+                    let n = session.attempts.entry((file, offset)).or_insert(0);
+                    *n += 1;
+                    if *n > MAX_REFETCH {
+                        failure = Some(TransferError::Integrity(format!(
+                            "block {file}@{offset} arrived damaged {MAX_REFETCH} times"
+                        )));
+                    } else if let Err(e) = session.writer.send(&Msg::Resend {
+                        blocks: vec![(file, offset, len)],
+                    }) {
+                        failure = Some(e);
+                    }
+                }
+                Event::ChannelEnded(r) => {
+                    open_channels -= 1;
+                    if let Err(e) = r {
+                        failure = Some(e);
+                    }
                 }
             }
         }
+        Ok(())
+    };
+    if let Err(e) = data_phase() {
+        failure.get_or_insert(e);
     }
     // Whatever verified stays verified: commit it even if the session is failing.
     if !session.batch.is_empty() {
-        session.commit()?;
+        if let Err(e) = session.commit() {
+            failure.get_or_insert(e);
+        }
     }
     if let Some(e) = failure {
+        // Tell the sender why, and close the control channel. The sender waits on
+        // it for verdicts, and this end's control reader (a thread blocked reading
+        // it) would otherwise hold it open: a sender left waiting with no timeout.
+        let _ = session.writer.send(&Msg::Reject {
+            reason: e.to_string(),
+        });
+        let _ = session.writer.shutdown();
         // Blocks already in this host's buffers are still written and journaled,
         // so that a new session need not send them again: wait for the channels
-        // to end (the sender is gone, so they do soon), or for a quiet spell.
+        // to end (the sender stops when it reads the above), or for a quiet spell.
         while open_channels > 0 {
             match rx.recv_timeout(DRAIN_QUIET) {
                 Ok(Event::ChannelEnded(_)) => open_channels -= 1,

@@ -597,6 +597,11 @@ fn verdicts(
                     }
                 }
                 Msg::Finished => return Ok((bad, resent)),
+                Msg::Reject { reason } => {
+                    return Err(TransferError::Protocol(format!(
+                        "the receiver gave up: {reason}"
+                    )))
+                }
                 m => return Err(TransferError::Protocol(format!("unexpected {m:?}"))),
             }
         }

@@ -691,7 +691,14 @@ fn concurrency_and_pipelining_are_separate_knobs() {
         let sent = send(&o).expect("send");
         h.join().unwrap().expect("receive");
         same_tree(&tree, &dst.path().join("in/six"));
-        assert_eq!(sent.confirmation_waits, u64::from(files - 1));
+        // A group that asks for its next file only after the verdict came (a
+        // descheduled sender on a loaded machine) does not wait: at most one wait
+        // per file after the first. The order below is what must hold.
+        assert!(
+            sent.confirmation_waits <= u64::from(files - 1),
+            "{} waits for {files} files",
+            sent.confirmation_waits
+        );
         let l = read_log(&log);
         for f in 1..files {
             assert!(

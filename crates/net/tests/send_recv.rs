@@ -445,7 +445,10 @@ fn corrupted_blocks_are_detected_and_fetched_again() {
         loss: 0.0,
         duplicate: 0.0,
         reorder: 0.0,
-        corrupt: 0.002,
+        // About 2 000 data packets: at 0.2 % none was damaged in 1 run of ~40
+        // under load (a damaged copy of a packet already received is discarded);
+        // at 1 % the expected 20 leave no room for that.
+        corrupt: 0.01,
         seed: 5,
     });
     let sent = send(&o).expect("send");

@@ -406,6 +406,12 @@ pub fn receive(
             discard: opts.discard,
         });
     }
+    // Whether each file has all its blocks; files already whole from an interrupted
+    // session (and empty ones) wait only for their digest. Taken before any channel
+    // thread runs: a block stored earlier would be counted here and again by its
+    // `Written` event, and the file checked and committed twice (seen under load:
+    // the second rename found no part file and failed the session).
+    let mut written: Vec<bool> = incoming.iter().map(|f| f.received == f.size).collect();
     let incoming = Arc::new(Mutex::new(incoming));
     let mut listeners = vec![];
     for _ in 0..channels {
@@ -455,15 +461,6 @@ pub fn receive(
     let mut open_channels = usize::from(channels);
     let mut undone = files.len();
     let mut failure: Option<TransferError> = None;
-    // Whether each file has all its blocks; files already whole from an interrupted
-    // session (and empty ones) wait only for their digest.
-    let mut written: Vec<bool> = session
-        .incoming
-        .lock()
-        .expect("no panics hold it")
-        .iter()
-        .map(|f| f.received == f.size)
-        .collect();
     // The data phase: blocks land on the channel threads; this loop verifies each
     // file once all its blocks and its digest are in, and commits verified files in
     // batches (one syncfs, then renames and confirmations).
@@ -726,6 +723,7 @@ impl Session {
 fn store(
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
+    block_size: u32,
     b: BlockRepr,
     data: &[u8],
     trailer: &[u8],
@@ -733,11 +731,21 @@ fn store(
 ) -> Result<(), TransferError> {
     let ok = blake3::hash(data).as_bytes() == trailer;
     let mut all = incoming.lock().expect("no panics hold it");
+    // Only one of the file's own blocks: its offset a multiple of the block size
+    // and its length what is left of the file, at most a block. Anything else
+    // (empty, overlapping or misaligned) would make the byte count reach the size
+    // twice, or never.
     let f = all
         .get_mut(b.file as usize)
-        .filter(|f| b.end() <= f.size)
+        .filter(|f| {
+            b.offset < f.size
+                && b.offset % u64::from(block_size) == 0
+                && u64::from(b.len) == (f.size - b.offset).min(u64::from(block_size))
+        })
         .ok_or_else(|| {
-            TransferError::Protocol(format!("block {b:?} is outside the offered files"))
+            TransferError::Protocol(format!(
+                "block {b:?} is not one of the offered files' blocks"
+            ))
         })?;
     if !ok {
         let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
@@ -805,7 +813,7 @@ fn serve_channel(
             ));
         }
         let (data, trailer) = buf[..n + 32].split_at(n);
-        store(incoming, events, b, data, trailer, false)?;
+        store(incoming, events, block_size, b, data, trailer, false)?;
     }
     Err(TransferError::Protocol(
         "a data channel ended before its end marker".into(),
@@ -829,7 +837,7 @@ fn serve_control(
                     reader.recv_raw(&mut buf[..n + 32])?;
                     let (data, trailer) = buf[..n + 32].split_at(n);
                     let b = BlockRepr { file, offset, len };
-                    store(incoming, events, b, data, trailer, true)?;
+                    store(incoming, events, block_size, b, data, trailer, true)?;
                 }
                 m => {
                     if events.send(Event::Ctl(Ok(m))).is_err() {
@@ -841,5 +849,86 @@ fn serve_control(
     })();
     if let Err(e) = r {
         let _ = events.send(Event::Ctl(Err(e)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Files of `sizes` bytes received with nothing written (`discard`).
+    fn files(sizes: &[u64]) -> Mutex<Vec<Incoming>> {
+        Mutex::new(
+            sizes
+                .iter()
+                .map(|&size| Incoming {
+                    path: PathBuf::new(),
+                    part: PathBuf::new(),
+                    journal_path: PathBuf::new(),
+                    journaled: false,
+                    open: None,
+                    size,
+                    received: 0,
+                    hashes: BTreeMap::new(),
+                    refetched: 0,
+                    discard: true,
+                })
+                .collect(),
+        )
+    }
+
+    /// Stores `len` bytes at `offset` of file `file`, with a good trailer.
+    fn put(
+        incoming: &Mutex<Vec<Incoming>>,
+        events: &mpsc::Sender<Event>,
+        file: u32,
+        offset: u64,
+        len: u32,
+    ) -> Result<(), TransferError> {
+        let data = vec![7u8; len as usize];
+        let trailer = *blake3::hash(&data).as_bytes();
+        let b = BlockRepr { file, offset, len };
+        store(incoming, events, 100, b, &data, &trailer, false)
+    }
+
+    #[test]
+    fn only_the_files_own_blocks_are_stored_and_each_file_is_written_once() {
+        let incoming = files(&[250, 1]);
+        let (events, rx) = mpsc::channel();
+        // Not blocks of a 250-byte file in 100-byte blocks: empty, misaligned,
+        // overlapping the next, past the end, a short middle, a long last; and a
+        // file that was not offered.
+        for (file, offset, len) in [
+            (0, 0, 0),
+            (0, 50, 100),
+            (0, 0, 150),
+            (0, 300, 100),
+            (0, 100, 99),
+            (0, 200, 100),
+            (1, 1, 0),
+            (1, 0, 2),
+            (2, 0, 1),
+        ] {
+            let e = put(&incoming, &events, file, offset, len).unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("not one of the offered files' blocks"),
+                "{file}@{offset}+{len}: {e}"
+            );
+        }
+        for (file, offset, len) in [(0, 200, 50), (0, 0, 100), (1, 0, 1), (0, 100, 100)] {
+            put(&incoming, &events, file, offset, len).unwrap();
+        }
+        let e = put(&incoming, &events, 0, 100, 100).unwrap_err();
+        assert!(e.to_string().contains("arrived twice"), "{e}");
+        drop(events);
+        let written: Vec<usize> = rx
+            .iter()
+            .map(|ev| match ev {
+                Event::Written(f) => f,
+                _ => panic!("only Written events"),
+            })
+            .collect();
+        assert_eq!(written, [1, 0], "each file is announced once, when whole");
     }
 }

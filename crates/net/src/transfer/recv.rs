@@ -444,6 +444,10 @@ pub fn receive(
         thread::spawn(move || serve_control(reader, block_size, &incoming, &events));
     }
     drop(events);
+    // A receiver thread slow to get here (a loaded machine) finds blocks already
+    // stored; the tests make it slow on purpose.
+    #[cfg(test)]
+    thread::sleep(tests::PAUSE_BEFORE_DATA_PHASE.get());
     let mut session = Session {
         dir: opts.dir.clone(),
         discard: opts.discard,
@@ -855,6 +859,75 @@ fn serve_control(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transfer::{send, SendOptions, Transport};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// How long `receive` on this thread waits after starting its channel
+        /// threads, before the data phase.
+        pub(super) static PAUSE_BEFORE_DATA_PHASE: Cell<Duration> =
+            const { Cell::new(Duration::ZERO) };
+    }
+
+    /// A receiver that starts its data phase late, when every block has already
+    /// arrived, commits each file once. (Before, a file whole before the data
+    /// phase counted as whole from the start and again by its `Written` event: it
+    /// was committed twice and the second rename failed with "No such file"; this
+    /// test failed so in three runs of three.)
+    #[test]
+    fn a_receiver_that_starts_late_commits_each_file_once() {
+        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut paths = vec![];
+        for (i, len) in [1usize, 10, 1000, 300_000, 2_000_000]
+            .into_iter()
+            .enumerate()
+        {
+            let p = src.path().join(format!("f{i}"));
+            std::fs::write(&p, vec![i as u8; len]).unwrap();
+            paths.push(p);
+        }
+        let t = Duration::from_secs(30);
+        let opts = RecvOptions {
+            dir: dst.path().to_path_buf(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            token: "k".into(),
+            overwrite: false,
+            discard: false,
+            udt: UdtConnConfig::default(),
+            timeout: t,
+            impair: None,
+            memory_cap: crate::transfer::MEMORY_CAP,
+        };
+        let (tx, rx) = mpsc::channel();
+        let h = thread::spawn(move || {
+            PAUSE_BEFORE_DATA_PHASE.set(Duration::from_millis(500));
+            receive(&opts, |a| tx.send(a).unwrap())
+        });
+        let sent = send(&SendOptions {
+            paths: paths.clone(),
+            dest: rx.recv_timeout(t).unwrap(),
+            token: "k".into(),
+            channels: 1,
+            transport: Transport::Udt,
+            block_size: 64 << 10,
+            udt: UdtConnConfig::default(),
+            timeout: t,
+            impair: None,
+            progress: None,
+            stop_after_blocks: None,
+            synthetic: None,
+            concurrency: 1,
+            pipelining: true,
+            block_log: None,
+        });
+        let got = h.join().unwrap();
+        assert!(sent.is_ok() && got.is_ok(), "sent {sent:?}, got {got:?}");
+        assert_eq!(got.unwrap().files, 5);
+        for p in &paths {
+            let name = p.file_name().unwrap();
+            assert!(std::fs::read(p).unwrap() == std::fs::read(dst.path().join(name)).unwrap());
+        }
+    }
 
     /// Files of `sizes` bytes received with nothing written (`discard`).
     fn files(sizes: &[u64]) -> Mutex<Vec<Incoming>> {

@@ -54,6 +54,21 @@ fn receiver(
     (rx.recv_timeout(T).unwrap(), h)
 }
 
+/// How a receiver ended, if it did within `t`.
+fn ended_within(
+    receiver: thread::JoinHandle<Result<RecvSummary, TransferError>>,
+    t: Duration,
+) -> Option<Result<RecvSummary, TransferError>> {
+    let step = Duration::from_millis(20);
+    for _ in 0..t.as_millis() / step.as_millis() {
+        if receiver.is_finished() {
+            break;
+        }
+        thread::sleep(step);
+    }
+    receiver.is_finished().then(|| receiver.join().unwrap())
+}
+
 /// Both ends' summaries. If sending failed, the panic also says how the receiver
 /// ended (waiting at most `T` for it): the sender's error ("the peer closed the control
 /// channel") is often only the echo of the receiver's.
@@ -66,15 +81,7 @@ fn outcome(
         Ok(s) => return (s, receiver.join().unwrap().expect("receive")),
         Err(e) => e,
     };
-    let step = Duration::from_millis(20);
-    for _ in 0..T.as_millis() / step.as_millis() {
-        if receiver.is_finished() {
-            break;
-        }
-        thread::sleep(step);
-    }
-    if receiver.is_finished() {
-        let got = receiver.join().unwrap();
+    if let Some(got) = ended_within(receiver, T) {
         panic!("{what}: send failed: {e:?}; the receiver ended with {got:?}");
     }
     panic!("{what}: send failed: {e:?}; the receiver was still running after {T:?}")
@@ -432,30 +439,53 @@ fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
 /// The sender's datagrams have a payload byte flipped now and then, past UDP's
 /// checksum (fault injection): the damaged blocks fail their hash on arrival, are
 /// fetched again, and the files end byte-exact.
+///
+/// The flipped byte can also land in a block's header (about one run in a hundred):
+/// the channel's framing is then lost, and the receiver ends the session with a
+/// protocol error rather than guess, leaving the blocks it has for a resume. Such a
+/// run is checked for exactly that and the transfer made again, at most twice.
 #[test]
 fn corrupted_blocks_are_detected_and_fetched_again() {
     let src = tempfile::tempdir().unwrap();
     let f = src.path().join("data.bin");
     write(&f, 3_000_000, 5);
-    let dst = tempfile::tempdir().unwrap();
-    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
-    let mut o = send_opts(vec![f.clone()], addr, "k", 3);
-    o.block_size = 64 << 10;
-    o.impair = Some(longhaul_net::Impairment {
-        loss: 0.0,
-        duplicate: 0.0,
-        reorder: 0.0,
-        // About 2 000 data packets: at 0.2 % none was damaged in 1 run of ~40
-        // under load (a damaged copy of a packet already received is discarded);
-        // at 1 % the expected 20 leave no room for that.
-        corrupt: 0.01,
-        seed: 5,
-    });
-    let sent = send(&o).expect("send");
-    let got = h.join().unwrap().expect("receive");
-    assert!(got.refetched > 0, "no block was damaged: raise the rate");
-    assert_eq!(got.refetched, sent.resent);
-    assert!(std::fs::read(&f).unwrap() == std::fs::read(dst.path().join("data.bin")).unwrap());
+    for attempt in 0..3 {
+        let dst = tempfile::tempdir().unwrap();
+        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        let mut o = send_opts(vec![f.clone()], addr, "k", 3);
+        o.block_size = 64 << 10;
+        o.impair = Some(longhaul_net::Impairment {
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            // About 2 000 data packets: at 0.2 % none was damaged in 1 run of ~40
+            // under load (a damaged copy of a packet already received is discarded);
+            // at 1 % the expected 20 leave no room for that.
+            corrupt: 0.01,
+            seed: 5 + attempt,
+        });
+        let sent = send(&o);
+        if sent.is_err() && attempt < 2 {
+            let got = ended_within(h, T).unwrap_or_else(|| panic!("{sent:?}; the receiver hangs"));
+            // What a receiver says when a channel's framing is damaged.
+            let framing = [
+                "a malformed block header",
+                "not one of the offered files' blocks",
+                "bytes; the session's are",
+                "a data channel ended inside a block",
+                "a data channel ended before its end marker",
+            ];
+            let header_hit = matches!(&got, Err(TransferError::Protocol(why))
+                if framing.iter().any(|f| why.contains(f)));
+            assert!(header_hit, "send {sent:?}, receive {got:?}");
+            continue;
+        }
+        let (sent, got) = outcome(sent, h, "corrupted blocks");
+        assert!(got.refetched > 0, "no block was damaged: raise the rate");
+        assert_eq!(got.refetched, sent.resent);
+        assert!(std::fs::read(&f).unwrap() == std::fs::read(dst.path().join("data.bin")).unwrap());
+        return;
+    }
 }
 
 /// An offer larger than the free space is refused before anything is written.

@@ -743,7 +743,7 @@ fn store(
         .get_mut(b.file as usize)
         .filter(|f| {
             b.offset < f.size
-                && b.offset % u64::from(block_size) == 0
+                && b.offset.is_multiple_of(u64::from(block_size))
                 && u64::from(b.len) == (f.size - b.offset).min(u64::from(block_size))
         })
         .ok_or_else(|| {

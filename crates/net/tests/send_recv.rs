@@ -301,7 +301,7 @@ fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
 
 /// A hand-written sender: authenticates, then offers `name` of `size` bytes.
 fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
-    open_session(addr, token, name, size).0
+    open_session(addr, token, name, size, Transport::Udt).0
 }
 
 /// [`offer_sized`], keeping the control connection: the reply, its reading side and
@@ -311,6 +311,7 @@ fn open_session(
     token: &str,
     name: &str,
     size: u64,
+    transport: Transport,
 ) -> (Msg, BufReader<TcpStream>, TcpStream) {
     let s = TcpStream::connect(addr).unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
@@ -344,7 +345,7 @@ fn open_session(
         files,
         channels: 1,
         block_size: 1 << 20,
-        transport: Transport::Udt,
+        transport,
     });
     line.clear();
     r.read_line(&mut line).unwrap();
@@ -359,7 +360,7 @@ fn open_session(
 fn a_failing_receiver_says_why_and_closes_the_control_channel() {
     let dst = tempfile::tempdir().unwrap();
     let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
-    let (reply, mut r, mut w) = open_session(addr, "s3cret", "x.dat", 10);
+    let (reply, mut r, mut w) = open_session(addr, "s3cret", "x.dat", 10, Transport::Udt);
     assert!(matches!(reply, Msg::Accept { .. }), "{reply:?}");
     let mut l = serde_json::to_vec(&Msg::Digest {
         file: 0,
@@ -380,6 +381,53 @@ fn a_failing_receiver_says_why_and_closes_the_control_channel() {
     assert_eq!(n, 0, "{line}");
     let e = h.join().unwrap().unwrap_err();
     assert!(e.to_string().contains("bad digest"), "{e}");
+}
+
+/// A connection to a data port that does not open with the session's ticket (here
+/// a stranger's well-formed block, whose own hash checks out) is refused: nothing
+/// of it is written, and the session ends saying why. Before, such a block was
+/// stored, and with a digest to match it would have been put in place.
+#[test]
+fn a_data_channel_without_the_sessions_ticket_is_refused() {
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
+    let (reply, _r, mut w) = open_session(addr, "s3cret", "x.dat", 10, Transport::Tcp);
+    let Msg::Accept { ports, .. } = reply else {
+        panic!("{reply:?}")
+    };
+    let data = [7u8; 10];
+    let hash = *blake3::hash(&data).as_bytes();
+    let mut l = serde_json::to_vec(&Msg::Digest {
+        file: 0,
+        digest: blake3::hash(&hash).to_hex().to_string(),
+    })
+    .unwrap();
+    l.push(b'\n');
+    w.write_all(&l).unwrap();
+    let mut stranger = TcpStream::connect((addr.ip(), ports[0])).unwrap();
+    let mut hdr = [0u8; longhaul_proto::transfer::HEADER_LEN];
+    longhaul_proto::transfer::BlockRepr {
+        file: 0,
+        offset: 0,
+        len: 10,
+    }
+    .emit(&mut hdr);
+    // Written whole or in part before the receiver hangs up: either way, refused.
+    let _ = [&hdr[..], &data, &hash]
+        .iter()
+        .try_for_each(|b| stranger.write_all(b));
+    let e = ended_within(h, T)
+        .expect("the receiver ends")
+        .expect_err("the session fails");
+    assert!(e.to_string().contains("this session's ticket"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(dst.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        !dst.path().join("x.dat").exists() && !dst.path().join(".x.dat.longhaul-part").exists(),
+        "nothing of the stranger's is written: {left:?}"
+    );
 }
 
 #[test]
@@ -440,7 +488,8 @@ fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
 /// checksum (fault injection): the damaged blocks fail their hash on arrival, are
 /// fetched again, and the files end byte-exact.
 ///
-/// The flipped byte can also land in a block's header (about one run in a hundred):
+/// The flipped byte can also land in a block's header (about one run in a hundred)
+/// or in the channel's ticket:
 /// the channel's framing is then lost, and the receiver ends the session with a
 /// protocol error rather than guess, leaving the blocks it has for a resume. Such a
 /// run is checked for exactly that and the transfer made again, at most twice.
@@ -474,6 +523,7 @@ fn corrupted_blocks_are_detected_and_fetched_again() {
                 "bytes; the session's are",
                 "a data channel ended inside a block",
                 "a data channel ended before its end marker",
+                "this session's ticket",
             ];
             let header_hit = matches!(&got, Err(TransferError::Protocol(why))
                 if framing.iter().any(|f| why.contains(f)));

@@ -9,8 +9,9 @@ use super::TransferError;
 
 /// The protocol version both sides must speak.
 /// Version 2: digests, confirmations and resends flow while the blocks do (version
-/// 1 exchanged them after the last block).
-pub const PROTOCOL_VERSION: u32 = 2;
+/// 1 exchanged them after the last block). Version 3: each data channel opens with
+/// its ticket.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Longest control line accepted (a file list of many names is one line).
 const MAX_LINE: u64 = 256 << 20;

@@ -3,12 +3,12 @@
 //!
 //! ```text
 //!  sender                                   receiver (listens on TCP)
-//!   |-- Hello{version 2} ---------------------->|
+//!   |-- Hello{version 3} ---------------------->|
 //!   |<------------------------ Challenge{nonce} |
 //!   |-- Auth{mac = BLAKE3_k(nonce)} ----------->|   k = BLAKE3(token): the token
 //!   |-- Offer{files, channels, block size} ---->|   never crosses the network
 //!   |<------ Accept{ports, blocks held} / Reject|
-//!   |== N channels: [header][data][BLAKE3(data)] ... [end] ==>|
+//!   |== N channels: [ticket] then [header][data][BLAKE3(data)] ... [end] ==>|
 //!   |-- Digest{file} (once its blocks are out) >|
 //!   |<----------- Resend{block} (hash failed)   |
 //!   |-- Block{file, offset} + bytes ----------->|
@@ -16,6 +16,11 @@
 //!   |<--------------------------------- Finished|   renamed into place
 //!   |<------------------ or Reject{why}, closes |   if the session fails
 //! ```
+//!
+//! Each data channel opens with its ticket, `BLAKE3_k(label, nonce, channel)`
+//! ([`channel_ticket`]): the receiver drops a connection that does not present it
+//! and ends the session, so no block reaches a file from anyone but the
+//! authenticated sender of this session.
 //!
 //! A file's digest is BLAKE3 over its blocks' BLAKE3 hashes in order, computed by
 //! both sides while the blocks pass (no second read). The receiver writes each
@@ -130,6 +135,21 @@ pub fn session_memory(
 /// The key both sides derive from the pre-shared token.
 pub(crate) fn key(token: &str) -> [u8; 32] {
     *blake3::hash(token.as_bytes()).as_bytes()
+}
+
+/// What a sender writes first on data channel `c` of the session that the
+/// receiver's `nonce` names: BLAKE3 keyed with the token's key over a label, the
+/// nonce and the channel's index. The receiver takes blocks only from a connection
+/// that opens with its channel's ticket: a data port is open to anyone who finds
+/// it, and blocks from a stranger (or a stray sender of another session) would
+/// otherwise be written, to fail their file's digest at best. The label keeps a
+/// ticket from ever equalling the control channel's `Auth` MAC over the same nonce.
+pub(crate) fn channel_ticket(token: &str, nonce: &[u8], c: usize) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_keyed(&key(token));
+    h.update(b"longhaul data channel ticket\0");
+    h.update(nonce);
+    h.update(&(c as u64).to_be_bytes());
+    *h.finalize().as_bytes()
 }
 
 /// A relative name offered by a sender, checked and joined under `root`: no

@@ -17,7 +17,7 @@ use longhaul_wire::block::BlockPacket;
 
 use super::channel::{DataChannel, Listener};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
-use super::{key, safe_join, TransferError, END_OF_CHANNEL};
+use super::{channel_ticket, key, safe_join, TransferError, END_OF_CHANNEL};
 use crate::Impairment;
 
 /// How to receive.
@@ -434,8 +434,11 @@ pub fn receive(
         };
         let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
         let events = events.clone();
+        let ticket = channel_ticket(&opts.token, &nonce, c);
         thread::spawn(move || {
-            let r = serve_channel(l, cfg, timeout, impair, c, block_size, &incoming, &events);
+            let r = serve_channel(
+                l, cfg, timeout, impair, c, &ticket, block_size, &incoming, &events,
+            );
             let _ = events.send(Event::ChannelEnded(r));
         });
     }
@@ -781,6 +784,7 @@ fn serve_channel(
     timeout: Duration,
     impair: Option<Impairment>,
     c: usize,
+    ticket: &[u8; 32],
     block_size: u32,
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
@@ -791,6 +795,15 @@ fn serve_channel(
             seed: i.seed ^ ((c as u64) << 32),
             ..i
         });
+    }
+    let mut got = [0u8; 32];
+    // blake3::Hash compares in constant time: no timing says how much matched.
+    if !read_exact(&mut s, &mut got)? || blake3::Hash::from(got) != blake3::Hash::from(*ticket) {
+        return Err(TransferError::Protocol(format!(
+            "data channel {c}: the connection did not open with this session's ticket \
+             (not this session's sender, or the ticket was damaged in transit); \
+             nothing it sent was written"
+        )));
     }
     let mut hdr = [0u8; HEADER_LEN];
     let mut buf = vec![0u8; block_size as usize + 32];

@@ -17,7 +17,7 @@ use super::channel::DataChannel;
 use super::control::{
     hex, unhex, Control, ControlReader, ControlWriter, FileEntry, Msg, PROTOCOL_VERSION,
 };
-use super::{key, TransferError, END_OF_CHANNEL};
+use super::{channel_ticket, key, TransferError, END_OF_CHANNEL};
 use crate::Impairment;
 
 /// How to send.
@@ -382,6 +382,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         let (timeout, block_size, impair) = (opts.timeout, opts.block_size, opts.impair);
         let transport = opts.transport;
         let progress = opts.progress.clone();
+        let ticket = channel_ticket(&opts.token, &nonce, c);
         threads.push(thread::spawn(
             move || -> Result<(u64, u64, u64), TransferError> {
                 let mut s = DataChannel::connect(transport, addr, cfg, timeout)?;
@@ -391,6 +392,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                         ..i
                     });
                 }
+                s.write_all(&ticket)?;
                 // Blocks are handed out in file order, so a channel keeps only the
                 // file it is reading open: a tree of 100 000 files must not hold
                 // 100 000 descriptors.

@@ -143,10 +143,8 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     let memory_cap = memory_cap(&a.memory_cap)?;
     let opts = RecvOptions {
         memory_cap,
-        dir: dir.canonicalize()?,
         discard: a.discard,
         listen: a.listen,
-        token,
         overwrite: a.overwrite,
         // The draft's periodic NAK: UDT4 4.11's single NAK leaves each lost
         // retransmission to the sender's EXP timer (seconds on a lossy path).
@@ -154,8 +152,7 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
             nak_report: NakReport::Periodic,
             ..UdtConnConfig::default()
         },
-        timeout: Duration::from_secs(30),
-        impair: None,
+        ..RecvOptions::new(dir.canonicalize()?, &token)
     };
     let s = receive(&opts, |addr| {
         eprintln!("listening on {addr}");
@@ -266,10 +263,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     };
     let progress = Arc::new(AtomicU64::new(0));
     let opts = SendOptions {
-        paths,
         synthetic,
-        dest,
-        token,
         channels: a.channels,
         concurrency: a.concurrency,
         pipelining: !a.no_pipelining,
@@ -286,10 +280,8 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             max_bw_bps,
             ..UdtConnConfig::default()
         },
-        timeout: Duration::from_secs(30),
-        impair: None,
         progress: Some(progress.clone()),
-        stop_after_blocks: None,
+        ..SendOptions::new(paths, dest, &token)
     };
     let need = longhaul_net::transfer::session_memory(
         total_channels,

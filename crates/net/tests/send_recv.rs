@@ -25,20 +25,15 @@ fn write(p: &Path, len: usize, seed: u8) {
     std::fs::write(p, data).unwrap();
 }
 
+/// What `longhaul recv` runs (the draft's periodic NAK), with the tests' timeout.
 fn recv_opts(dir: &Path, token: &str) -> RecvOptions {
     RecvOptions {
-        dir: dir.to_path_buf(),
-        listen: "127.0.0.1:0".parse().unwrap(),
-        token: token.into(),
-        overwrite: false,
-        discard: false,
         udt: UdtConnConfig {
             nak_report: longhaul_proto::udt::NakReport::Periodic,
             ..UdtConnConfig::default()
         },
         timeout: T,
-        impair: None,
-        memory_cap: longhaul_net::transfer::MEMORY_CAP,
+        ..RecvOptions::new(dir.to_path_buf(), token)
     }
 }
 
@@ -87,6 +82,8 @@ fn outcome(
     panic!("{what}: send failed: {e:?}; the receiver was still running after {T:?}")
 }
 
+/// `longhaul send`'s defaults with `channels`, 256 KiB blocks (several per test
+/// file) and the tests' timeout.
 fn send_opts(
     paths: Vec<std::path::PathBuf>,
     dest: SocketAddr,
@@ -94,21 +91,10 @@ fn send_opts(
     channels: u16,
 ) -> SendOptions {
     SendOptions {
-        paths,
-        dest,
-        token: token.into(),
         channels,
-        transport: Transport::Udt,
         block_size: 256 << 10,
-        udt: UdtConnConfig::default(),
         timeout: T,
-        impair: None,
-        progress: None,
-        stop_after_blocks: None,
-        synthetic: None,
-        concurrency: 1,
-        pipelining: true,
-        block_log: None,
+        ..SendOptions::new(paths, dest, token)
     }
 }
 

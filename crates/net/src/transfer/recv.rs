@@ -45,6 +45,25 @@ pub struct RecvOptions {
     pub memory_cap: u64,
 }
 
+impl RecvOptions {
+    /// Into `dir` for a sender that knows `token`, on `longhaul recv`'s defaults
+    /// but a loopback address: listens on 127.0.0.1 at a port the system picks,
+    /// never overwrites, UDT4's parameters, 30 s per step, [`super::MEMORY_CAP`].
+    pub fn new(dir: PathBuf, token: &str) -> Self {
+        RecvOptions {
+            dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: token.into(),
+            overwrite: false,
+            discard: false,
+            udt: UdtConnConfig::default(),
+            timeout: Duration::from_secs(30),
+            impair: None,
+            memory_cap: super::MEMORY_CAP,
+        }
+    }
+}
+
 /// What a receive did.
 #[derive(Debug, Clone)]
 pub struct RecvSummary {
@@ -872,7 +891,7 @@ fn serve_control(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::{send, SendOptions, Transport};
+    use crate::transfer::{send, SendOptions};
     use std::cell::Cell;
 
     thread_local! {
@@ -900,38 +919,16 @@ mod tests {
             paths.push(p);
         }
         let t = Duration::from_secs(30);
-        let opts = RecvOptions {
-            dir: dst.path().to_path_buf(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-            token: "k".into(),
-            overwrite: false,
-            discard: false,
-            udt: UdtConnConfig::default(),
-            timeout: t,
-            impair: None,
-            memory_cap: crate::transfer::MEMORY_CAP,
-        };
+        let opts = RecvOptions::new(dst.path().to_path_buf(), "k");
         let (tx, rx) = mpsc::channel();
         let h = thread::spawn(move || {
             PAUSE_BEFORE_DATA_PHASE.set(Duration::from_millis(500));
             receive(&opts, |a| tx.send(a).unwrap())
         });
         let sent = send(&SendOptions {
-            paths: paths.clone(),
-            dest: rx.recv_timeout(t).unwrap(),
-            token: "k".into(),
             channels: 1,
-            transport: Transport::Udt,
             block_size: 64 << 10,
-            udt: UdtConnConfig::default(),
-            timeout: t,
-            impair: None,
-            progress: None,
-            stop_after_blocks: None,
-            synthetic: None,
-            concurrency: 1,
-            pipelining: true,
-            block_log: None,
+            ..SendOptions::new(paths.clone(), rx.recv_timeout(t).unwrap(), "k")
         });
         let got = h.join().unwrap();
         assert!(sent.is_ok() && got.is_ok(), "sent {sent:?}, got {got:?}");

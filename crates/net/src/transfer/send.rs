@@ -63,6 +63,31 @@ pub struct SendOptions {
     pub stop_after_blocks: Option<u64>,
 }
 
+impl SendOptions {
+    /// `paths` to the receiver at `dest` with `token`, on `longhaul send`'s
+    /// defaults: 4 UDT channels, one file at a time, pipelined, 4 MiB blocks,
+    /// UDT4's parameters, 30 s per step; no log, progress counter or faults.
+    pub fn new(paths: Vec<PathBuf>, dest: SocketAddr, token: &str) -> Self {
+        SendOptions {
+            paths,
+            synthetic: None,
+            dest,
+            token: token.into(),
+            channels: 4,
+            concurrency: 1,
+            pipelining: true,
+            block_log: None,
+            transport: super::Transport::Udt,
+            block_size: 4 << 20,
+            udt: UdtConnConfig::default(),
+            timeout: Duration::from_secs(30),
+            impair: None,
+            progress: None,
+            stop_after_blocks: None,
+        }
+    }
+}
+
 /// What a send did.
 #[derive(Debug, Clone)]
 pub struct SendSummary {

@@ -475,10 +475,10 @@ fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
 /// fetched again, and the files end byte-exact.
 ///
 /// The flipped byte can also land in a block's header (about one run in a hundred)
-/// or in the channel's ticket:
-/// the channel's framing is then lost, and the receiver ends the session with a
-/// protocol error rather than guess, leaving the blocks it has for a resume. Such a
-/// run is checked for exactly that and the transfer made again, at most twice.
+/// or in a channel's ticket: the channel's framing is then lost, and the receiver
+/// ends the session with a protocol error rather than guess, leaving the blocks it
+/// has for a resume. Such a run is checked for exactly that and the transfer made
+/// again, at most twice.
 #[test]
 fn corrupted_blocks_are_detected_and_fetched_again() {
     let src = tempfile::tempdir().unwrap();

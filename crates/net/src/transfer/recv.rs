@@ -93,7 +93,9 @@ struct Incoming {
     journaled: bool,
     /// The part file and the journal, open only while blocks of the file arrive
     /// (closed once it is complete, so many small files do not exhaust descriptors).
-    open: Option<(File, Option<File>)>,
+    /// The part file is shared: channels write their blocks of it at the same time,
+    /// each without the session's lock (see [`store`]).
+    open: Option<(Arc<File>, Option<File>)>,
     size: u64,
     received: u64,
     /// Block hashes by offset.
@@ -113,40 +115,42 @@ fn random_nonce() -> Result<[u8; 32], TransferError> {
 }
 
 impl Incoming {
-    /// Writes a checked block at its offset and appends it to the journal. The
-    /// block that completes the file closes both.
-    fn write_block(&mut self, data: &[u8], offset: u64, hash: &[u8]) -> Result<(), TransferError> {
-        if self.discard {
-            self.received += data.len() as u64;
-            return Ok(());
+    /// The part file, for a block to be written into it: opened (with the journal)
+    /// by the first block to come while none of the file's are being written.
+    fn part_file(&mut self) -> Result<Arc<File>, TransferError> {
+        if let Some((file, _)) = &self.open {
+            return Ok(Arc::clone(file));
         }
-        if self.open.is_none() {
-            // A journaled part file was made at the offer; a one-block file's part
-            // is made by its block.
-            let file = OpenOptions::new()
-                .write(true)
-                .create(!self.journaled)
-                .truncate(!self.journaled)
-                .open(&self.part)
-                .map_err(TransferError::io(self.part.display().to_string()))?;
-            let journal = if self.journaled {
-                Some(
-                    OpenOptions::new()
-                        .append(true)
-                        .open(&self.journal_path)
-                        .map_err(TransferError::io(self.journal_path.display().to_string()))?,
-                )
-            } else {
-                None
-            };
-            self.open = Some((file, journal));
-        }
-        let (file, journal) = self.open.as_mut().expect("opened above");
-        file.write_all_at(data, offset)
+        // A journaled part file was made at the offer; a one-block file's part is
+        // made by its block.
+        let file = OpenOptions::new()
+            .write(true)
+            .create(!self.journaled)
+            .truncate(!self.journaled)
+            .open(&self.part)
             .map_err(TransferError::io(self.part.display().to_string()))?;
-        if let Some(journal) = journal {
+        let journal = if self.journaled {
+            Some(
+                OpenOptions::new()
+                    .append(true)
+                    .open(&self.journal_path)
+                    .map_err(TransferError::io(self.journal_path.display().to_string()))?,
+            )
+        } else {
+            None
+        };
+        let file = Arc::new(file);
+        self.open = Some((Arc::clone(&file), journal));
+        Ok(file)
+    }
+
+    /// `len` bytes at `offset`, with hash `hash`, are in the part file (or, when
+    /// discarding, were checked): journals the block and counts it. The file is
+    /// closed once whole.
+    fn note_written(&mut self, offset: u64, len: u64, hash: &[u8]) -> Result<(), TransferError> {
+        if let Some((_, Some(journal))) = &mut self.open {
             // One write per line: a crash leaves whole lines (and at worst a torn
-            // last one, which a resume ignores). The data is written first; a
+            // last one, which a resume ignores). The data was written first; a
             // resume re-reads and re-hashes every journaled block anyway, so a
             // power cut that kept the line but not the data costs a re-send, not
             // a wrong file, and no fsync is needed per block.
@@ -154,7 +158,7 @@ impl Incoming {
                 .write_all(journal_line(offset, hash).as_bytes())
                 .map_err(TransferError::io(self.journal_path.display().to_string()))?;
         }
-        self.received += data.len() as u64;
+        self.received += len;
         if self.received == self.size {
             self.open = None;
         }
@@ -746,6 +750,11 @@ impl Session {
 
 /// Stores a checked block of file `file` (or notes it damaged) and tells the
 /// session when the file is complete.
+///
+/// The data is written without the session's lock: a channel's write, a large
+/// `pwrite` at disk speed, would otherwise hold up every other channel's blocks.
+/// The lock is taken only to claim the block (so a second copy is a duplicate even
+/// while the first is being written) and to journal and count it once written.
 fn store(
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
@@ -756,38 +765,63 @@ fn store(
     again: bool,
 ) -> Result<(), TransferError> {
     let ok = blake3::hash(data).as_bytes() == trailer;
-    let mut all = incoming.lock().expect("no panics hold it");
-    // Only one of the file's own blocks: its offset a multiple of the block size
-    // and its length what is left of the file, at most a block. Anything else
-    // (empty, overlapping or misaligned) would make the byte count reach the size
-    // twice, or never.
-    let f = all
-        .get_mut(b.file as usize)
-        .filter(|f| {
-            b.offset < f.size
-                && b.offset.is_multiple_of(u64::from(block_size))
-                && u64::from(b.len) == (f.size - b.offset).min(u64::from(block_size))
-        })
-        .ok_or_else(|| {
-            TransferError::Protocol(format!(
-                "block {b:?} is not one of the offered files' blocks"
-            ))
-        })?;
-    if !ok {
-        let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
-        return Ok(());
-    }
-    if f.hashes.contains_key(&b.offset) {
-        if again {
-            return Ok(()); // asked for twice, and the first copy was good
+    let hash: [u8; 32] = trailer.try_into().expect("32 bytes");
+    let part = {
+        let mut all = incoming.lock().expect("no panics hold it");
+        // Only one of the file's own blocks: its offset a multiple of the block
+        // size and its length what is left of the file, at most a block. Anything
+        // else (empty, overlapping or misaligned) would make the byte count reach
+        // the size twice, or never.
+        let f = all
+            .get_mut(b.file as usize)
+            .filter(|f| {
+                b.offset < f.size
+                    && b.offset.is_multiple_of(u64::from(block_size))
+                    && u64::from(b.len) == (f.size - b.offset).min(u64::from(block_size))
+            })
+            .ok_or_else(|| {
+                TransferError::Protocol(format!(
+                    "block {b:?} is not one of the offered files' blocks"
+                ))
+            })?;
+        if !ok {
+            let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
+            return Ok(());
         }
-        return Err(TransferError::Protocol(format!(
-            "block {b:?} arrived twice"
-        )));
+        if f.hashes.contains_key(&b.offset) {
+            if again {
+                return Ok(()); // asked for twice, and the first copy was good
+            }
+            return Err(TransferError::Protocol(format!(
+                "block {b:?} arrived twice"
+            )));
+        }
+        f.hashes.insert(b.offset, hash);
+        if f.discard {
+            None
+        } else {
+            match f.part_file() {
+                Ok(part) => Some(part),
+                Err(e) => {
+                    f.hashes.remove(&b.offset);
+                    return Err(e);
+                }
+            }
+        }
+    };
+    #[cfg(test)]
+    thread::sleep(tests::PAUSE_BEFORE_WRITE.get());
+    let written = part.map_or(Ok(()), |file| file.write_all_at(data, b.offset));
+    let mut all = incoming.lock().expect("no panics hold it");
+    let f = &mut all[b.file as usize];
+    let noted = written
+        .map_err(|e| TransferError::io(f.part.display().to_string())(e))
+        .and_then(|()| f.note_written(b.offset, u64::from(b.len), &hash));
+    if let Err(e) = noted {
+        // Not journaled, so a resume sends it again.
+        f.hashes.remove(&b.offset);
+        return Err(e);
     }
-    f.hashes
-        .insert(b.offset, trailer.try_into().expect("32 bytes"));
-    f.write_block(data, b.offset, trailer)?;
     f.refetched += u64::from(again);
     if f.received == f.size {
         let _ = events.send(Event::Written(b.file as usize));
@@ -898,6 +932,10 @@ mod tests {
         /// How long `receive` on this thread waits after starting its channel
         /// threads, before the data phase.
         pub(super) static PAUSE_BEFORE_DATA_PHASE: Cell<Duration> =
+            const { Cell::new(Duration::ZERO) };
+        /// How long `store` on this thread waits between claiming a block and
+        /// writing it.
+        pub(super) static PAUSE_BEFORE_WRITE: Cell<Duration> =
             const { Cell::new(Duration::ZERO) };
     }
 
@@ -1013,5 +1051,58 @@ mod tests {
             })
             .collect();
         assert_eq!(written, [1, 0], "each file is announced once, when whole");
+    }
+
+    /// A channel writing a block does not hold up the others: while one block's
+    /// write is held back, another block of the same file is stored, and the file
+    /// is whole once both are in. (With the write under the session's lock, the
+    /// second block waited for the first and this test failed.)
+    #[test]
+    fn a_block_being_written_does_not_hold_up_the_other_channels() {
+        let dir = tempfile::tempdir().unwrap();
+        let part = dir.path().join("part");
+        let journal_path = dir.path().join("journal");
+        std::fs::write(&part, [0u8; 200]).unwrap();
+        std::fs::write(&journal_path, "longhaul-journal 1 200 100\n").unwrap();
+        let incoming = Arc::new(Mutex::new(vec![Incoming {
+            path: dir.path().join("f"),
+            part: part.clone(),
+            journal_path: journal_path.clone(),
+            journaled: true,
+            open: None,
+            size: 200,
+            received: 0,
+            hashes: BTreeMap::new(),
+            refetched: 0,
+            discard: false,
+        }]));
+        let (events, rx) = mpsc::channel();
+        let slow = {
+            let (incoming, events) = (Arc::clone(&incoming), events.clone());
+            thread::spawn(move || {
+                PAUSE_BEFORE_WRITE.set(Duration::from_secs(3));
+                put(&incoming, &events, 0, 0, 100)
+            })
+        };
+        // Give the slow channel time to claim its block, then store the other.
+        thread::sleep(Duration::from_millis(300));
+        put(&incoming, &events, 0, 100, 100).unwrap();
+        assert!(
+            !slow.is_finished(),
+            "the second block waited for the first one's write"
+        );
+        assert!(
+            rx.try_recv().is_err(),
+            "not whole before the first block is in"
+        );
+        slow.join().unwrap().unwrap();
+        assert!(matches!(rx.try_recv(), Ok(Event::Written(0))));
+        assert_eq!(std::fs::read(&part).unwrap(), [7u8; 200]);
+        let journal = std::fs::read_to_string(&journal_path).unwrap();
+        assert_eq!(journal.lines().count(), 3, "{journal}");
+        assert!(
+            incoming.lock().unwrap()[0].open.is_none(),
+            "closed once whole"
+        );
     }
 }

@@ -106,6 +106,14 @@ fn run_cmd(
         }
     }
     let out = out.unwrap_or(default_out);
+    // Before any run: a sweep of many minutes must not fail at its end for want of
+    // a place to put its results.
+    std::fs::create_dir_all(&out).map_err(|e| {
+        Failure::input(anyhow::anyhow!(
+            "results folder {}: cannot create it: {e}; give --out a folder you can write to",
+            out.display()
+        ))
+    })?;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.unwrap_or(0))
         .build()?;

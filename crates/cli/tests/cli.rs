@@ -220,6 +220,42 @@ fn bad_input_exits_2_with_a_message_naming_the_problem() {
         !tmp.path().join("results").exists(),
         "nothing is written for bad input"
     );
+    // A results folder that cannot be made is found before anything runs, and
+    // the system's reason is said once.
+    std::fs::write(tmp.path().join("plain"), "").unwrap();
+    std::fs::write(tmp.path().join("small.toml"), SMALL).unwrap();
+    let o = longhaul(
+        &["sim", "run", "small.toml", "--out", "plain/r", "--quiet"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("plain/r") && e.contains("--out"), "{e}");
+    assert_eq!(e.matches("Not a directory").count(), 1, "{e}");
+}
+
+/// An error's cause is said once: the messages include it, and a chain printed
+/// with `{:#}` does not add it again. (It was said twice when the cause was also
+/// the error's `source()`.)
+#[test]
+fn a_failed_connection_says_why_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("f"), "x").unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let dest = format!("127.0.0.1:{port}");
+    let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args(["send", "f", &dest])
+        .env("LONGHAUL_TOKEN", "k")
+        .current_dir(tmp.path())
+        .output()
+        .expect("spawn");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains(&dest), "{e}");
+    assert_eq!(e.matches("refused").count(), 1, "{e}");
 }
 
 #[test]

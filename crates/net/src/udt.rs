@@ -46,11 +46,14 @@ const PEER_GONE: StdDuration = StdDuration::from_secs(1);
 const SOCKET_BUFFER: usize = 16 << 20;
 
 /// What can go wrong with a UDT socket.
+///
+/// Each message includes its cause, so none is also given as a `source()` (a
+/// report that prints the chain would say it twice).
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
     /// The socket failed.
     #[error("UDP socket: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     /// The handshake timed out or was rejected.
     #[error("UDT handshake with {0} failed (no answer, or rejected)")]
     ConnectFailed(SocketAddr),
@@ -63,6 +66,12 @@ pub enum NetError {
     /// Writing after a close, or before the connection is up.
     #[error("the connection is not open for writing")]
     NotConnected,
+}
+
+impl From<io::Error> for NetError {
+    fn from(e: io::Error) -> Self {
+        NetError::Io(e)
+    }
 }
 
 /// Faults the driver injects into the datagrams it sends, for tests: a seeded,

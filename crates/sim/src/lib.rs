@@ -84,12 +84,12 @@ pub enum Error {
     #[error(transparent)]
     Run(#[from] RunError),
     /// Results could not be written.
-    #[error("cannot write results to {path}: {source}")]
+    #[error("cannot write results to {path}: {error}")]
     Output {
         /// The folder.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -112,9 +112,9 @@ pub fn simulate(scenario: &Scenario) -> Result<RunResult, RunError> {
 
 /// Runs `scenario` and writes its results (and any pcap it asks for) into `dir`.
 pub fn run_to_dir(scenario: &Scenario, dir: &Path) -> Result<RunResult, Error> {
-    let out_err = |source| Error::Output {
+    let out_err = |error| Error::Output {
         path: dir.to_owned(),
-        source,
+        error,
     };
     std::fs::create_dir_all(dir).map_err(out_err)?;
     let mut run = scenario.run.clone();
@@ -264,9 +264,9 @@ impl Job {
                 for sw in sweeps {
                     let mine: Vec<_> = results.by_ref().take(sw.points.len()).collect();
                     let d = dir(sw);
-                    report::write(&d, sw, &mine).map_err(|source| Error::Output {
+                    report::write(&d, sw, &mine).map_err(|error| Error::Output {
                         path: d.clone(),
-                        source,
+                        error,
                     })?;
                     summaries.extend(mine.into_iter().map(|r| r.summary));
                 }

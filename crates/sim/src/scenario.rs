@@ -64,12 +64,12 @@ mod transfer;
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
     /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Not TOML, or a key has the wrong type or an unknown name.
     #[error("{path}: {message}")]
@@ -449,9 +449,9 @@ struct UdpFlowFile {
 impl Scenario {
     /// Loads and validates the scenario file at `path`.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Io {
             path: path.to_owned(),
-            source,
+            error,
         })?;
         Self::parse(&text, path)
     }

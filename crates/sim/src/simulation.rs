@@ -140,12 +140,12 @@ pub struct Simulation {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A pcap file could not be written.
-    #[error("cannot write pcap {path}: {source}")]
+    #[error("cannot write pcap {path}: {error}")]
     Pcap {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The flow or link references are inconsistent.
     #[error("{0}")]
@@ -183,9 +183,9 @@ impl Simulation {
                 .iter()
                 .position(|l| &l.params.name == name)
                 .ok_or_else(|| RunError::Spec(format!("pcap: no link direction named `{name}`")))?;
-            let w = PcapWriter::create(path).map_err(|source| RunError::Pcap {
+            let w = PcapWriter::create(path).map_err(|error| RunError::Pcap {
                 path: path.clone(),
-                source,
+                error,
             })?;
             pcaps[i] = Some(w);
         }
@@ -1472,9 +1472,9 @@ impl Simulation {
                     .pcap
                     .iter()
                     .find(|(n, _)| *n == self.links[i].params.name);
-                w.finish().map_err(|source| RunError::Pcap {
+                w.finish().map_err(|error| RunError::Pcap {
                     path: path.map(|p| p.1.clone()).unwrap_or_default(),
-                    source,
+                    error,
                 })?;
             }
         }

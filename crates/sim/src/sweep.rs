@@ -345,7 +345,7 @@ impl Sweep {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let io = |p: &Path| {
             let p = p.to_owned();
-            move |source| ScenarioError::Io { path: p, source }
+            move |error| ScenarioError::Io { path: p, error }
         };
         let text = std::fs::read_to_string(path).map_err(io(path))?;
         let syntax = |m: String| ScenarioError::Syntax {

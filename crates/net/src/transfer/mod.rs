@@ -67,19 +67,22 @@ pub use send::{list_files, send, synthetic_fill, SendOptions, SendSummary};
 use std::path::{Component, Path, PathBuf};
 
 /// What can go wrong in a transfer.
+///
+/// Each message includes its cause, so none is also given as a `source()`: a
+/// report that prints the chain (`anyhow`'s `{:#}`) would say it twice.
 #[derive(Debug, thiserror::Error)]
 pub enum TransferError {
     /// A socket or file failed.
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What was being done.
         what: String,
         /// The error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A UDT channel failed.
     #[error("data channel: {0}")]
-    Channel(#[from] crate::NetError),
+    Channel(crate::NetError),
     /// The peer broke the protocol, or refused.
     #[error("{0}")]
     Protocol(String),
@@ -99,10 +102,16 @@ pub enum TransferError {
     Integrity(String),
 }
 
+impl From<crate::NetError> for TransferError {
+    fn from(e: crate::NetError) -> Self {
+        TransferError::Channel(e)
+    }
+}
+
 impl TransferError {
     pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> TransferError {
         let what = what.into();
-        move |source| TransferError::Io { what, source }
+        move |error| TransferError::Io { what, error }
     }
 }
 

@@ -265,6 +265,16 @@ pub fn run(a: EmuArgs) -> Result<(), Failure> {
         .map(|d| parse_time(d).map_err(|e| bad("duration", e)))
         .transpose()?;
     let interval = parse_time(&a.interval).map_err(|e| bad("interval", e))?;
+    if interval < longhaul_emu::MIN_INTERVAL {
+        return Err(bad(
+            "interval",
+            format!(
+                "{} is shorter than the {:?} the series resolve; give e.g. 100ms",
+                a.interval,
+                longhaul_emu::MIN_INTERVAL
+            ),
+        ));
+    }
     let server_wait = parse_time(&a.server_wait).map_err(|e| bad("server-wait", e))?;
     if a.command.is_empty() && duration.is_none() {
         eprintln!("no client command and no --duration: running until Ctrl-C");

@@ -221,6 +221,8 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--queue", "lots"], "--queue"),
         (&["--trace-up", "/nonexistent/x.trace"], "--trace-up"),
         (&["--rtt", "100"], "--rtt"),
+        // Was taken as 1 ms without a word.
+        (&["--interval", "0s"], "--interval"),
     ];
     for (args, flag) in cases {
         let o = Command::new(bin)

@@ -187,16 +187,26 @@ pub struct Emulator {
     pcap: Option<(PathBuf, PcapFile<BufWriter<File>>)>,
 }
 
+/// The narrowest interval the throughput series are binned at.
+pub const MIN_INTERVAL: StdDuration = StdDuration::from_millis(1);
+
 impl Emulator {
-    /// An emulator for `cfg`, whose series are binned every `interval`.
+    /// An emulator for `cfg`, whose series are binned every `interval` (at least
+    /// [`MIN_INTERVAL`]).
     pub fn new(cfg: EmuConfig, interval: StdDuration) -> Result<Self, EmuError> {
         cfg.validate().map_err(EmuError::Config)?;
+        if interval < MIN_INTERVAL {
+            return Err(EmuError::Config(format!(
+                "interval {interval:?} is shorter than the series' {MIN_INTERVAL:?} \
+                 resolution; give e.g. 100ms"
+            )));
+        }
         // Each direction draws its own stream from the seed.
         let dirs = [
             Direction::new(&cfg.up, cfg.seed),
             Direction::new(&cfg.down, cfg.seed ^ 0x9e37_79b9_7f4a_7c15),
         ];
-        let interval_ns = (interval.as_nanos() as u64).max(1_000_000);
+        let interval_ns = interval.as_nanos() as u64;
         Ok(Emulator {
             cfg,
             dirs,

@@ -41,5 +41,5 @@ pub mod trace;
 pub mod tun;
 
 pub use config::{DirectionConfig, EmuConfig, LinkRate, LossModel, QueueLimit};
-pub use emulator::{EmuError, Emulator, Pair};
+pub use emulator::{EmuError, Emulator, Pair, MIN_INTERVAL};
 pub use stats::EmuReport;

@@ -24,9 +24,9 @@ enum SimCommand {
         /// Results folder (default: results/<scenario or folder name>).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Threads for folders and sweeps (default: all cores).
-        #[arg(long)]
-        jobs: Option<usize>,
+        /// Threads for folders and sweeps, 1 to 1024 (default: all cores).
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+        jobs: Option<u16>,
         /// Override the scenario's seed.
         #[arg(long)]
         seed: Option<u64>,
@@ -81,7 +81,7 @@ fn load(path: &Path) -> Result<Job, Failure> {
 fn run_cmd(
     path: Option<PathBuf>,
     out: Option<PathBuf>,
-    jobs: Option<usize>,
+    jobs: Option<u16>,
     seed: Option<u64>,
     quiet: bool,
 ) -> Result<(), Failure> {
@@ -114,8 +114,11 @@ fn run_cmd(
             out.display()
         ))
     })?;
+    // No more threads than runs: each is started up front. (0 is rayon's default,
+    // a thread per core.)
+    let threads = jobs.map_or(0, usize::from).min(job.len());
     let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.unwrap_or(0))
+        .num_threads(threads)
         .build()?;
     let bar = if quiet || job.len() < 2 {
         ProgressBar::hidden()

@@ -232,6 +232,16 @@ fn bad_input_exits_2_with_a_message_naming_the_problem() {
     let e = stderr(&o);
     assert!(e.contains("plain/r") && e.contains("--out"), "{e}");
     assert_eq!(e.matches("Not a directory").count(), 1, "{e}");
+    // --jobs outside 1..=1024 is refused before anything starts (`--jobs 99999`
+    // started 99 999 threads for a single run, and had not ended after a minute).
+    for jobs in ["0", "99999"] {
+        let o = longhaul(
+            &["sim", "run", "small.toml", "--jobs", jobs, "--quiet"],
+            tmp.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "--jobs {jobs}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--jobs"), "{}", stderr(&o));
+    }
 }
 
 /// An error's cause is said once: the messages include it, and a chain printed

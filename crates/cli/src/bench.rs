@@ -65,19 +65,27 @@ fn peak_rss_kib() -> Option<u64> {
 #[allow(clippy::disallowed_methods)] // the bench timer reads the wall clock
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
     let positive = |x: f64| x.is_finite() && x > 0.0;
+    let bad = |msg: String| Failure::input(anyhow::anyhow!(msg));
     let duration = std::time::Duration::try_from_secs_f64(args.duration_s)
         .ok()
-        .filter(|d| positive(args.duration_s) && !d.is_zero());
-    let (Some(duration), true, true) = (
-        duration,
-        (0.0..1.0).contains(&args.loss),
-        args.rtt_ms.iter().all(|&r| positive(r)),
-    ) else {
-        return Err(Failure::input(anyhow::anyhow!(
-            "--loss must be in [0, 1), --duration-s finite and at least 1 ns, and every \
-             --rtt-ms finite and above zero"
+        .filter(|d| positive(args.duration_s) && !d.is_zero())
+        .ok_or_else(|| {
+            bad(format!(
+                "--duration-s {}: give a finite number of seconds, at least 1 ns (e.g. 60)",
+                args.duration_s
+            ))
+        })?;
+    if !(0.0..1.0).contains(&args.loss) {
+        return Err(bad(format!(
+            "--loss {}: give a probability in [0, 1) (e.g. 0.00001)",
+            args.loss
         )));
-    };
+    }
+    if let Some(r) = args.rtt_ms.iter().find(|&&r| !positive(r)) {
+        return Err(bad(format!(
+            "--rtt-ms {r}: give finite round-trip times above zero, in ms (e.g. 1,100)"
+        )));
+    }
     let mut runs: Vec<Runs> = vec![];
     for round in 0..args.repeat {
         for (i, &rtt) in args.rtt_ms.iter().enumerate() {

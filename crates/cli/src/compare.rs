@@ -280,6 +280,13 @@ pub fn bench(
 ) -> Result<(), Failure> {
     let rtt = parse_time(rtt).map_err(|e| bad("rtt", e))?;
     let duration = parse_time(duration).map_err(|e| bad("duration", e))?;
+    // As for `longhaul compare`. With no runs, every rate would pass vacuously.
+    if duration < Duration::from_secs(1) {
+        return Err(bad("duration", "at least 1s"));
+    }
+    if runs == 0 {
+        return Err(bad("runs", "at least 1"));
+    }
     let rates = rates
         .iter()
         .map(|r| parse_rate(r).map_err(|e| bad("rates", e)))

@@ -44,15 +44,17 @@ struct EmuBenchArgs {
 
 #[derive(Debug, Args)]
 struct LoopbackArgs {
-    /// Channel counts to measure, one run each.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 4])]
-    channels: Vec<usize>,
+    /// Channel counts to measure, one run each (1 to 64).
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 4],
+          value_parser = clap::value_parser!(u8).range(1..=64))]
+    channels: Vec<u8>,
     /// Megabytes each channel sends.
-    #[arg(long, default_value_t = 500)]
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     megabytes: u64,
     /// UDT packet size, IP and UDP headers included (UDT4's MSS; 1500 by default,
-    /// loopback carries up to 65535).
-    #[arg(long, default_value_t = 1500)]
+    /// loopback carries up to 65535), 76 to 65000.
+    #[arg(long, default_value_t = 1500,
+          value_parser = clap::value_parser!(u32).range(76..=65_000))]
     mss: u32,
 }
 
@@ -63,14 +65,6 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             return crate::compare::bench(&e.rates, &e.rtt, &e.duration, e.runs, !e.no_offload)
         }
     };
-    if a.channels.iter().any(|&c| c == 0 || c > 64)
-        || a.megabytes == 0
-        || !(76..=65_000).contains(&a.mss)
-    {
-        return Err(Failure::input(anyhow::anyhow!(
-            "--channels must be from 1 to 64, --megabytes above 0, --mss from 76 to 65000"
-        )));
-    }
     let cfg = UdtConnConfig {
         mss: a.mss,
         ..UdtConnConfig::default()
@@ -89,7 +83,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         "retransmits"
     )?;
     for &c in &a.channels {
-        let r = loopback(c, a.megabytes * 1_000_000, cfg)?;
+        let r = loopback(usize::from(c), a.megabytes * 1_000_000, cfg)?;
         outln!(
             "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12}",
             c,

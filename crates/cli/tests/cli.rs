@@ -997,17 +997,37 @@ fn bad_bench_arguments_are_input_errors() {
         &["--duration-s", "nan"][..],
         &["--duration-s", "1e-12"][..],
         &["--rtt-ms", "nan"][..],
-        &["--rtt-ms", "0"][..],
+        &["--rtt-ms", "1,0"][..],
         &["--loss", "1"][..],
     ] {
         let args: Vec<&str> = ["sim", "bench"].iter().chain(bad).copied().collect();
         let o = longhaul(&args, dir.path());
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains("--duration-s"),
-            "{bad:?}: {}",
-            stderr(&o)
-        );
-        assert!(!stderr(&o).contains("panicked"), "{bad:?}: {}", stderr(&o));
+        // The flag that is wrong, and only it.
+        let e = stderr(&o);
+        assert!(e.contains(bad[0]), "{bad:?}: {e}");
+        for other in ["--duration-s", "--rtt-ms", "--loss"] {
+            assert!(other == bad[0] || !e.contains(other), "{bad:?}: {e}");
+        }
+        assert!(!e.contains("panicked"), "{bad:?}: {e}");
+    }
+    for bad in [
+        &["--channels", "0"][..],
+        &["--channels", "1,65"][..],
+        &["--megabytes", "0"][..],
+        &["--mss", "75"][..],
+    ] {
+        let args: Vec<&str> = ["bench", "loopback"].iter().chain(bad).copied().collect();
+        let o = longhaul(&args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+    }
+    // Refused before any namespace is made. (With no runs, `bench emu` reported
+    // every rate valid.)
+    for bad in [&["--runs", "0"][..], &["--duration", "0s"][..]] {
+        let args: Vec<&str> = ["bench", "emu"].iter().chain(bad).copied().collect();
+        let o = longhaul(&args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
     }
 }

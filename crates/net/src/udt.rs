@@ -206,6 +206,12 @@ impl UdtListener {
     }
     /// Waits for a client's handshake and completes it; the socket then belongs to
     /// that client.
+    ///
+    /// Only a completed handshake (a request carrying the cookie this side gave)
+    /// takes the socket: a first request is answered with its cookie and forgotten,
+    /// as UDT4's server does, and any other datagram is dropped. So a stray
+    /// datagram (a port scan) cannot tie the port to an address that will never
+    /// finish, ahead of the client that will.
     pub fn accept(self, cfg: UdtConnConfig, timeout: StdDuration) -> Result<UdtSocket, NetError> {
         let clock = Clock::new();
         let mut conn = UdtConnection::new(cfg, clock.now());
@@ -223,9 +229,18 @@ impl UdtListener {
             ))?;
             match self.sock.recv_from(&mut buf) {
                 Ok((n, from)) => {
-                    conn.handle_datagram(clock.now(), &buf[..n]);
-                    self.sock.connect(from)?;
-                    break from;
+                    let now = clock.now();
+                    conn.handle_datagram(now, &buf[..n]);
+                    if conn.state() == State::Connected {
+                        // Its answer is queued: the socket sends it once connected.
+                        self.sock.connect(from)?;
+                        break from;
+                    }
+                    while let Some(t) = conn.poll_transmit(now, &mut buf) {
+                        // To whoever asked; one that cannot be reached asks again
+                        // or never finishes, and neither stops the wait.
+                        let _ = self.sock.send_to(&buf[..t.written], from);
+                    }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
                 Err(e) => return Err(e.into()),

@@ -155,3 +155,41 @@ fn a_vanished_peer_breaks_the_connection_within_seconds() {
     let took = start.elapsed();
     assert!(took < Duration::from_secs(10), "broke after {took:?}");
 }
+
+/// A stray datagram (a port scan, say) reaching the port before the client does
+/// not take it: the client that completes the handshake gets the connection. (The
+/// port used to be tied to whoever sent first, and the client then timed out.)
+#[test]
+fn a_stray_datagram_does_not_take_the_port() {
+    let listener = UdtListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        let mut s = listener.accept(cfg(2), LIMIT).expect("accept");
+        let peer = s.peer_addr();
+        let mut got = vec![];
+        let mut buf = [0u8; 64];
+        loop {
+            let n = s.read(&mut buf).expect("read");
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        (peer, got)
+    });
+    let stranger = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for probe in [&b"hello?"[..], &[0u8; 48][..], &[0x80u8; 64][..]] {
+        stranger.send_to(probe, addr).unwrap();
+    }
+    thread::sleep(Duration::from_millis(200));
+    let mut c = UdtSocket::connect(addr, cfg(1), Duration::from_secs(10)).expect("connect");
+    c.write_all(b"from the client").expect("write");
+    c.close(LIMIT).expect("close");
+    let (peer, got) = server.join().unwrap();
+    assert_ne!(
+        peer,
+        stranger.local_addr().unwrap(),
+        "the port went to the stranger"
+    );
+    assert_eq!(got, b"from the client");
+}

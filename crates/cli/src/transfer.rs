@@ -212,12 +212,15 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         .ok_or_else(|| Failure::input(anyhow::anyhow!("`{dest}` resolves to no address")))?;
     let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
     for p in &paths {
-        if std::fs::symlink_metadata(p).is_err() {
-            return Err(Failure::input(anyhow::anyhow!(
-                "{}: no such file or directory",
-                p.display()
-            )));
-        }
+        let why = match std::fs::metadata(p) {
+            Ok(m) if m.is_file() || m.is_dir() => continue,
+            Ok(_) => "not a regular file or a directory (only those are sent)",
+            Err(_) if std::fs::symlink_metadata(p).is_ok() => {
+                "a symbolic link to nothing (a path given is followed)"
+            }
+            Err(_) => "no such file or directory",
+        };
+        return Err(Failure::input(anyhow::anyhow!("{}: {why}", p.display())));
     }
     let block_size = longhaul_sim::units::parse_size(&a.block_size)
         .ok()
@@ -301,10 +304,31 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     }
     let total: u64 = match synthetic {
         Some(n) => n,
-        None => longhaul_net::transfer::list_files(&opts.paths)?
-            .iter()
-            .map(|f| f.2)
-            .sum(),
+        None => {
+            let listing = longhaul_net::transfer::list_files(&opts.paths)?;
+            if !listing.skipped.is_empty() {
+                let shown: Vec<String> = listing
+                    .skipped
+                    .iter()
+                    .take(5)
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let more = listing.skipped.len().saturating_sub(shown.len());
+                eprintln!(
+                    "warning: not sent: {} symbolic link(s) or special file(s) inside the \
+                     directories given (only regular files are sent; links inside a tree \
+                     are not followed): {}{}",
+                    listing.skipped.len(),
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            listing.files.iter().map(|f| f.2).sum()
+        }
     };
     let start = std::time::Instant::now();
     if a.json_stream {

@@ -580,6 +580,8 @@ fn send_and_recv_over_loopback() {
         .collect();
     std::fs::write(src.join("big.bin"), &big).unwrap();
     std::fs::write(src.join("sub/small.txt"), b"hello").unwrap();
+    // Not sent, and said so: it leads out of the tree.
+    std::os::unix::fs::symlink("../tok", src.join("sub/tok")).unwrap();
     std::fs::write(dir.path().join("tok"), "right\n").unwrap();
     std::fs::write(dir.path().join("bad"), "wrong\n").unwrap();
     let serve = |out: &str| spawn_recv(dir.path(), out);
@@ -600,6 +602,11 @@ fn send_and_recv_over_loopback() {
         dir.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not sent: 1 symbolic link") && stderr(&o).contains("sub/tok"),
+        "{}",
+        stderr(&o)
+    );
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(summary["files"], 2);
     assert_eq!(summary["bytes"], 3_000_022);
@@ -645,11 +652,17 @@ fn send_and_recv_over_loopback() {
         0
     );
 
-    let o = longhaul(
-        &["send", "--token-file", "tok", "nope", "127.0.0.1:9"],
-        dir.path(),
-    );
-    assert_eq!(o.status.code(), Some(2));
+    for (source, why) in [
+        ("nope", "no such file"),
+        ("/dev/null", "not a regular file or a directory"),
+    ] {
+        let o = longhaul(
+            &["send", "--token-file", "tok", source, "127.0.0.1:9"],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{source}: {}", stderr(&o));
+        assert!(stderr(&o).contains(why), "{source}: {}", stderr(&o));
+    }
     let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
         .args(["send", "src", "127.0.0.1:9"])
         .current_dir(dir.path())

@@ -62,7 +62,7 @@ mod send;
 pub use channel::Transport;
 pub use control::{FileEntry, Msg, PROTOCOL_VERSION};
 pub use recv::{receive, RecvOptions, RecvSummary};
-pub use send::{list_files, send, synthetic_fill, SendOptions, SendSummary};
+pub use send::{list_files, send, synthetic_fill, Listing, SendOptions, SendSummary};
 
 use std::path::{Component, Path, PathBuf};
 

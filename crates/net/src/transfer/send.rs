@@ -106,27 +106,46 @@ pub struct SendSummary {
     pub skipped: u64,
 }
 
-/// The files under `paths`: (source, name at the receiver, size), sorted by name.
-pub fn list_files(paths: &[PathBuf]) -> Result<Vec<(PathBuf, String, u64)>, TransferError> {
-    fn walk(
-        p: &Path,
-        name: String,
-        out: &mut Vec<(PathBuf, String, u64)>,
-    ) -> Result<(), TransferError> {
-        let m = std::fs::symlink_metadata(p).map_err(TransferError::io(p.display().to_string()))?;
+/// What [`list_files`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// The files to send: (source, name at the receiver, size), sorted by name.
+    pub files: Vec<(PathBuf, String, u64)>,
+    /// What is not sent: symbolic links and special files inside the directories
+    /// given (links given as paths themselves are followed).
+    pub skipped: Vec<PathBuf>,
+}
+
+/// The files under `paths`, and what is left out.
+pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
+    fn walk(p: &Path, name: String, top: bool, out: &mut Listing) -> Result<(), TransferError> {
+        // A path the user named is followed if it is a link (as `cp -H` does); the
+        // links inside a tree are not: one could lead outside it, or round a loop.
+        let m = if top {
+            std::fs::metadata(p)
+        } else {
+            std::fs::symlink_metadata(p)
+        }
+        .map_err(TransferError::io(p.display().to_string()))?;
         if m.is_dir() {
             for e in std::fs::read_dir(p).map_err(TransferError::io(p.display().to_string()))? {
                 let e = e.map_err(TransferError::io(p.display().to_string()))?;
                 let child = e.file_name().to_string_lossy().into_owned();
-                walk(&e.path(), format!("{name}/{child}"), out)?;
+                walk(&e.path(), format!("{name}/{child}"), false, out)?;
             }
         } else if m.is_file() {
-            out.push((p.to_path_buf(), name, m.len()));
+            out.files.push((p.to_path_buf(), name, m.len()));
+        } else if top {
+            return Err(TransferError::Protocol(format!(
+                "{}: not a regular file or a directory (only those are sent)",
+                p.display()
+            )));
+        } else {
+            out.skipped.push(p.to_path_buf());
         }
-        // Symbolic links and special files are not sent.
         Ok(())
     }
-    let mut out = vec![];
+    let mut out = Listing::default();
     for p in paths {
         let name = p
             .canonicalize()
@@ -135,10 +154,10 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Vec<(PathBuf, String, u64)>, Tran
             .ok_or_else(|| {
                 TransferError::Protocol(format!("{}: no such file or directory", p.display()))
             })?;
-        walk(p, name, &mut out)?;
+        walk(p, name, true, &mut out)?;
     }
-    out.sort_by(|a, b| a.1.cmp(&b.1));
-    if let Some(w) = out.windows(2).find(|w| w[0].1 == w[1].1) {
+    out.files.sort_by(|a, b| a.1.cmp(&b.1));
+    if let Some(w) = out.files.windows(2).find(|w| w[0].1 == w[1].1) {
         return Err(TransferError::Protocol(format!(
             "two sources would both be `{}`",
             w[0].1
@@ -281,7 +300,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let files = match opts.synthetic {
         // An empty path marks the generated file.
         Some(n) => vec![(PathBuf::new(), "synthetic".to_string(), n)],
-        None => list_files(&opts.paths)?,
+        None => list_files(&opts.paths)?.files,
     };
     if opts.channels == 0 || opts.concurrency == 0 {
         return Err(TransferError::Protocol(
@@ -643,7 +662,8 @@ fn verdicts(
 
 #[cfg(test)]
 mod tests {
-    use super::synthetic_fill;
+    use super::{list_files, synthetic_fill};
+    use std::path::PathBuf;
 
     /// Any slice of the synthetic file, at any offset and length, is the same bytes
     /// as that range of the whole file generated at once.
@@ -659,5 +679,31 @@ mod tests {
                 assert_eq!(part, whole[offset..offset + len], "{offset}+{len}");
             }
         }
+    }
+
+    /// A path given that is a link is followed; links inside a tree are listed as
+    /// not sent (one could lead outside the tree, or round a loop); a path given
+    /// that is neither a file nor a directory is refused. (A link given as the path
+    /// used to send nothing, without a word.)
+    #[test]
+    fn links_given_are_followed_and_links_inside_are_listed_not_sent() {
+        use std::os::unix::fs::symlink;
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir_all(tree.join("sub")).unwrap();
+        std::fs::write(tree.join("a"), "aa").unwrap();
+        std::fs::write(tree.join("sub/b"), "b").unwrap();
+        symlink("/etc/hostname", tree.join("out")).unwrap();
+        symlink(&tree, tree.join("sub/loop")).unwrap();
+        let link = tmp.path().join("link");
+        symlink(&tree, &link).unwrap();
+        let l = list_files(std::slice::from_ref(&link)).unwrap();
+        let names: Vec<(&str, u64)> = l.files.iter().map(|f| (f.1.as_str(), f.2)).collect();
+        assert_eq!(names, [("tree/a", 2), ("tree/sub/b", 1)]);
+        let mut skipped = l.skipped.clone();
+        skipped.sort();
+        assert_eq!(skipped, [link.join("out"), link.join("sub/loop")]);
+        let e = list_files(&[PathBuf::from("/dev/null")]).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 }

@@ -138,8 +138,17 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     // With --discard nothing is written; names are still checked against the
     // current directory.
     let dir = a.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        let why = if dir.exists() && !dir.is_dir() {
+            "it exists and is not a directory".to_string()
+        } else {
+            format!("cannot create it: {e}")
+        };
+        Failure::input(anyhow::anyhow!(
+            "{}: {why}; give a directory for the received files",
+            dir.display()
+        ))
+    })?;
     let memory_cap = memory_cap(&a.memory_cap)?;
     let opts = RecvOptions {
         memory_cap,

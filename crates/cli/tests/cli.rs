@@ -663,6 +663,14 @@ fn send_and_recv_over_loopback() {
         assert_eq!(o.status.code(), Some(2), "{source}: {}", stderr(&o));
         assert!(stderr(&o).contains(why), "{source}: {}", stderr(&o));
     }
+    // A receiving directory that is a file (it said only "File exists").
+    let o = longhaul(&["recv", "--token-file", "tok", "bad"], dir.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bad: it exists and is not a directory"),
+        "{}",
+        stderr(&o)
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
         .args(["send", "src", "127.0.0.1:9"])
         .current_dir(dir.path())

@@ -1012,6 +1012,19 @@ fn bench_repeats_each_rtt_and_reports_the_ratio() {
 #[test]
 fn bad_bench_arguments_are_input_errors() {
     let dir = tempfile::tempdir().unwrap();
+    // `command` with `bad` (a flag and its value) exits 2 naming the flag; returns
+    // the message.
+    let refused = |command: &[&str], bad: &[&str]| {
+        let args: Vec<&str> = command.iter().chain(bad).copied().collect();
+        let o = longhaul(&args, dir.path());
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {e}");
+        assert!(
+            e.contains(bad[0]) && !e.contains("panicked"),
+            "{bad:?}: {e}"
+        );
+        e
+    };
     for bad in [
         &["--duration-s", "inf"][..],
         &["--duration-s", "1e300"][..],
@@ -1021,16 +1034,11 @@ fn bad_bench_arguments_are_input_errors() {
         &["--rtt-ms", "1,0"][..],
         &["--loss", "1"][..],
     ] {
-        let args: Vec<&str> = ["sim", "bench"].iter().chain(bad).copied().collect();
-        let o = longhaul(&args, dir.path());
-        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
-        // The flag that is wrong, and only it.
-        let e = stderr(&o);
-        assert!(e.contains(bad[0]), "{bad:?}: {e}");
+        let e = refused(&["sim", "bench"], bad);
+        // Only the flag that is wrong.
         for other in ["--duration-s", "--rtt-ms", "--loss"] {
             assert!(other == bad[0] || !e.contains(other), "{bad:?}: {e}");
         }
-        assert!(!e.contains("panicked"), "{bad:?}: {e}");
     }
     for bad in [
         &["--channels", "0"][..],
@@ -1038,17 +1046,11 @@ fn bad_bench_arguments_are_input_errors() {
         &["--megabytes", "0"][..],
         &["--mss", "75"][..],
     ] {
-        let args: Vec<&str> = ["bench", "loopback"].iter().chain(bad).copied().collect();
-        let o = longhaul(&args, dir.path());
-        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+        refused(&["bench", "loopback"], bad);
     }
     // Refused before any namespace is made. (With no runs, `bench emu` reported
     // every rate valid.)
     for bad in [&["--runs", "0"][..], &["--duration", "0s"][..]] {
-        let args: Vec<&str> = ["bench", "emu"].iter().chain(bad).copied().collect();
-        let o = longhaul(&args, dir.path());
-        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+        refused(&["bench", "emu"], bad);
     }
 }

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Each data channel opens with its ticket, `BLAKE3_k(label, nonce, channel)`
-//! ([`channel_ticket`]): the receiver drops a connection that does not present it
+//! (`channel_ticket`): the receiver drops a connection that does not present it
 //! and ends the session, so no block reaches a file from anyone but the
 //! authenticated sender of this session.
 //!

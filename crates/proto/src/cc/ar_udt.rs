@@ -95,7 +95,7 @@ impl ArUdtConfig {
 pub struct ArUdt {
     udt: Udt,
     config: ArUdtConfig,
-    /// R[t], R[t-1], R[t-2], µs; `samples` of them are valid.
+    /// `R[t]`, `R[t-1]`, `R[t-2]`, µs; `samples` of them are valid.
     rtt: [f64; 3],
     samples: usize,
     pkt_spw: f64,

@@ -429,7 +429,7 @@ impl Scoreboard {
         None
     }
 
-    /// Records the retransmission at `now` of the segment [`next_retransmit`] returned.
+    /// Records the retransmission at `now` of the segment [`next_retransmit`](Self::next_retransmit) returned.
     pub fn on_retransmit(&mut self, now: Instant, offset: u64) {
         let offset = offset + self.base;
         let i = offset / self.mss;

@@ -116,7 +116,8 @@ fn random_nonce() -> Result<[u8; 32], TransferError> {
 
 impl Incoming {
     /// The part file, for a block to be written into it: opened (with the journal)
-    /// by the first block to come while none of the file's are being written.
+    /// by the first block that finds it closed, and kept open until the file is
+    /// whole.
     fn part_file(&mut self) -> Result<Arc<File>, TransferError> {
         if let Some((file, _)) = &self.open {
             return Ok(Arc::clone(file));

@@ -169,10 +169,17 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
             eprintln!("warning (UDT channels): {w}");
         }
     })?;
+    if s.turned_away > 0 {
+        eprintln!(
+            "warning: {} connection(s) to the data ports did not open with this session's \
+             ticket and were closed unread (a port scanner, or someone else's sender)",
+            s.turned_away
+        );
+    }
     if a.json {
         outln!(
             "{}",
-            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "bytes": s.bytes})
+            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "bytes": s.bytes, "turned_away": s.turned_away})
         )?;
     } else {
         outln!(

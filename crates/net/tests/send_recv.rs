@@ -371,12 +371,16 @@ fn a_failing_receiver_says_why_and_closes_the_control_channel() {
 
 /// A connection to a data port that does not open with the session's ticket (here
 /// a stranger's well-formed block, whose own hash checks out) is refused: nothing
-/// of it is written, and the session ends saying why. Before, such a block was
-/// stored, and with a digest to match it would have been put in place.
+/// of it is written. (Once, such a block was stored, and with a digest to match it
+/// would have been put in place.) The port then waits on for the sender, and when
+/// none comes within the timeout the session ends saying why.
 #[test]
 fn a_data_channel_without_the_sessions_ticket_is_refused() {
     let dst = tempfile::tempdir().unwrap();
-    let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
+    let (addr, h) = receiver(RecvOptions {
+        timeout: Duration::from_secs(3),
+        ..recv_opts(dst.path(), "s3cret")
+    });
     let (reply, _r, mut w) = open_session(addr, "s3cret", "x.dat", 10, Transport::Tcp);
     let Msg::Accept { ports, .. } = reply else {
         panic!("{reply:?}")
@@ -405,7 +409,10 @@ fn a_data_channel_without_the_sessions_ticket_is_refused() {
     let e = ended_within(h, T)
         .expect("the receiver ends")
         .expect_err("the session fails");
-    assert!(e.to_string().contains("this session's ticket"), "{e}");
+    assert!(
+        e.to_string().contains("this session's ticket") && e.to_string().contains("closed unread"),
+        "{e}"
+    );
     let left: Vec<_> = std::fs::read_dir(dst.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -474,11 +481,13 @@ fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
 /// checksum (fault injection): the damaged blocks fail their hash on arrival, are
 /// fetched again, and the files end byte-exact.
 ///
-/// The flipped byte can also land in a block's header (about one run in a hundred)
-/// or in a channel's ticket: the channel's framing is then lost, and the receiver
-/// ends the session with a protocol error rather than guess, leaving the blocks it
-/// has for a resume. Such a run is checked for exactly that and the transfer made
-/// again, at most twice.
+/// The flipped byte can also land in a block's header (about one run in a hundred):
+/// the channel's framing is then lost, and the receiver ends the session with a
+/// protocol error rather than guess, leaving the blocks it has for a resume. Or, far
+/// more rarely, in a channel's ticket: the receiver turns that connection away and
+/// waits on, the sender's channel breaks (nobody answers it) and the sender hangs
+/// up. Such a run is checked for exactly that and the transfer made again, at most
+/// twice.
 #[test]
 fn corrupted_blocks_are_detected_and_fetched_again() {
     let src = tempfile::tempdir().unwrap();
@@ -513,7 +522,13 @@ fn corrupted_blocks_are_detected_and_fetched_again() {
             ];
             let header_hit = matches!(&got, Err(TransferError::Protocol(why))
                 if framing.iter().any(|f| why.contains(f)));
-            assert!(header_hit, "send {sent:?}, receive {got:?}");
+            let ticket_hit = got.as_ref().is_err_and(|e| {
+                e.to_string()
+                    .contains("the peer closed the control channel")
+            }) && sent
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("the connection broke"));
+            assert!(header_hit || ticket_hit, "send {sent:?}, receive {got:?}");
             continue;
         }
         let (sent, got) = outcome(sent, h, "corrupted blocks");

@@ -21,9 +21,15 @@ pub enum Transport {
     Tcp,
 }
 
-/// A bound, not yet connected data channel on the receiver.
+/// A bound, not yet connected data channel on the receiver. It can accept again
+/// after turning a connection away (see `recv::accept_sender`).
 pub(crate) enum Listener {
-    Udt(UdtListener),
+    /// A UDT listener's socket becomes the connection it accepts, so after one that
+    /// was turned away the same address is bound afresh; UDP leaves nothing behind
+    /// a closed socket to stop that.
+    Udt(Option<UdtListener>, SocketAddr),
+    /// The listening socket stays: a connection behind the one turned away is
+    /// already waiting in its backlog.
     Tcp(TcpListener),
 }
 
@@ -35,29 +41,41 @@ pub(crate) enum DataChannel {
 
 impl Listener {
     pub fn bind(t: Transport, addr: SocketAddr) -> Result<Self, TransferError> {
-        let what = TransferError::io("binding a data channel");
+        let what = || TransferError::io("binding a data channel");
         Ok(match t {
-            Transport::Udt => Listener::Udt(UdtListener::bind(addr).map_err(what)?),
-            Transport::Tcp => Listener::Tcp(TcpListener::bind(addr).map_err(what)?),
+            Transport::Udt => {
+                let l = UdtListener::bind(addr).map_err(what())?;
+                let bound = l.local_addr().map_err(what())?;
+                Listener::Udt(Some(l), bound)
+            }
+            Transport::Tcp => Listener::Tcp(TcpListener::bind(addr).map_err(what())?),
         })
     }
 
     pub fn port(&self) -> Result<u16, TransferError> {
         let what = TransferError::io("binding a data channel");
         match self {
-            Listener::Udt(l) => l.local_addr().map(|a| a.port()).map_err(what),
+            Listener::Udt(_, bound) => Ok(bound.port()),
             Listener::Tcp(l) => l.local_addr().map(|a| a.port()).map_err(what),
         }
     }
 
-    /// Waits for the sender's connection, at most `timeout`.
+    /// Waits for a connection, at most `timeout`.
     pub fn accept(
-        self,
+        &mut self,
         cfg: longhaul_proto::udt::UdtConnConfig,
         timeout: Duration,
     ) -> Result<DataChannel, TransferError> {
         match self {
-            Listener::Udt(l) => Ok(DataChannel::Udt(Box::new(l.accept(cfg, timeout)?))),
+            Listener::Udt(l, bound) => {
+                let l = match l.take() {
+                    Some(l) => l,
+                    None => UdtListener::bind(*bound).map_err(TransferError::io(format!(
+                        "binding data channel port {bound} again"
+                    )))?,
+                };
+                Ok(DataChannel::Udt(Box::new(l.accept(cfg, timeout)?)))
+            }
             Listener::Tcp(l) => {
                 let what = || TransferError::io("accepting a data channel");
                 l.set_nonblocking(true).map_err(what())?;
@@ -114,6 +132,33 @@ impl DataChannel {
         match self {
             DataChannel::Udt(s) => Ok(s.read(b)?),
             DataChannel::Tcp(s) => s.read(b).map_err(TransferError::io("data channel: read")),
+        }
+    }
+
+    /// Like [`read`](Self::read), but gives up after about `max` with `Ok(None)`.
+    pub fn read_within(
+        &mut self,
+        b: &mut [u8],
+        max: Duration,
+    ) -> Result<Option<usize>, TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.read_within(b, max)?),
+            DataChannel::Tcp(s) => {
+                let what = TransferError::io("data channel: read");
+                // A zero timeout means "none" to the socket.
+                s.set_read_timeout(Some(max.max(Duration::from_millis(1))))
+                    .map_err(what)?;
+                let r = s.read(b);
+                s.set_read_timeout(None)
+                    .map_err(TransferError::io("data channel: read"))?;
+                match r {
+                    Ok(n) => Ok(Some(n)),
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        Ok(None)
+                    }
+                    Err(e) => Err(TransferError::io("data channel: read")(e)),
+                }
+            }
         }
     }
 

@@ -18,9 +18,10 @@
 //! ```
 //!
 //! Each data channel opens with its ticket, `BLAKE3_k(label, nonce, channel)`
-//! (`channel_ticket`): the receiver drops a connection that does not present it
-//! and ends the session, so no block reaches a file from anyone but the
-//! authenticated sender of this session.
+//! (`channel_ticket`): the receiver closes a connection that does not present it,
+//! unread, and waits on for one that does, so no block reaches a file from anyone
+//! but the authenticated sender of this session, and a port scanner or a stranger
+//! that finds a data port cannot end the session either.
 //!
 //! A file's digest is BLAKE3 over its blocks' BLAKE3 hashes in order, computed by
 //! both sides while the blocks pass (no second read). The receiver writes each

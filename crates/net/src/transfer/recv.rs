@@ -7,6 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use longhaul_wire::block::BlockPacket;
 use super::channel::{DataChannel, Listener};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
 use super::{channel_ticket, key, safe_join, TransferError, END_OF_CHANNEL};
+use crate::clock::Clock;
 use crate::Impairment;
 
 /// How to receive.
@@ -75,6 +77,10 @@ pub struct RecvSummary {
     pub bytes: u64,
     /// Blocks that failed their hash on arrival and were fetched again.
     pub refetched: u64,
+    /// Connections to a data port that did not open with the session's ticket (a
+    /// port scanner's connect, a stranger): closed unread while the port waited on
+    /// for the sender.
+    pub turned_away: u64,
 }
 
 /// Most channels and the largest block a sender may ask for.
@@ -451,18 +457,18 @@ pub fn receive(
     ctl.send(&Msg::Accept { ports, have })?;
     let (reader, writer) = ctl.split()?;
     let (events, rx) = mpsc::channel::<Event>();
+    let turned_away = Arc::new(AtomicU64::new(0));
     for (c, l) in listeners.into_iter().enumerate() {
         let cfg = UdtConnConfig {
             socket_id: 1000 + c as u32,
             ..opts.udt
         };
         let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
-        let events = events.clone();
+        let (events, turned_away) = (events.clone(), turned_away.clone());
         let ticket = channel_ticket(&opts.token, &nonce, c);
         thread::spawn(move || {
-            let r = serve_channel(
-                l, cfg, timeout, impair, c, &ticket, block_size, &incoming, &events,
-            );
+            let r = accept_sender(l, cfg, timeout, impair, c, &ticket, &turned_away)
+                .and_then(|s| serve_channel(s, block_size, &incoming, &events));
             let _ = events.send(Event::ChannelEnded(r));
         });
     }
@@ -625,6 +631,7 @@ pub fn receive(
         files: session.ok_files,
         bytes: session.bytes,
         refetched: session.refetched,
+        turned_away: turned_away.load(Ordering::Relaxed),
     })
 }
 
@@ -830,35 +837,84 @@ fn store(
     Ok(())
 }
 
-/// One data channel: blocks until its end marker.
-#[allow(clippy::too_many_arguments)]
-fn serve_channel(
-    l: Listener,
+/// How long a connection to a data port has to present its ticket. The sender
+/// writes it first thing, so this is many round trips even at 200 ms; it bounds
+/// how long a connection that says nothing (a port scanner's connect) keeps the
+/// sender waiting behind it.
+const TICKET_WAIT: Duration = Duration::from_secs(5);
+
+/// Waits, at most `timeout`, for the sender's connection on data channel `c`: the
+/// first that opens with the channel's ticket. Any other (a port scanner's
+/// connect, a stranger, a sender of another session) is closed unread, counted in
+/// `turned_away`, and the wait goes on: whoever finds a data port can neither put a
+/// block into a file nor end the session.
+fn accept_sender(
+    mut l: Listener,
     cfg: UdtConnConfig,
     timeout: Duration,
     impair: Option<Impairment>,
     c: usize,
     ticket: &[u8; 32],
+    turned_away: &AtomicU64,
+) -> Result<DataChannel, TransferError> {
+    let clock = Clock::new();
+    let elapsed = || Duration::from_nanos(clock.now().as_nanos());
+    let mut refused = 0;
+    loop {
+        let left = timeout.saturating_sub(elapsed());
+        let accepted = match l.accept(cfg, left) {
+            Ok(s) => Some(s),
+            // Out of time after turning connections away: say so.
+            Err(_) if refused > 0 && elapsed() >= timeout => None,
+            Err(e) => return Err(e),
+        };
+        let Some(mut s) = accepted else {
+            return Err(TransferError::Protocol(format!(
+                "data channel {c}: no connection opened with this session's ticket within \
+                 {timeout:?}; {refused} that did not were closed unread (not this \
+                 session's sender, or the ticket was damaged in transit)"
+            )));
+        };
+        if let (Some(i), Some(u)) = (impair, s.udt()) {
+            u.impair(Impairment {
+                seed: i.seed ^ ((c as u64) << 32) ^ (refused << 48),
+                ..i
+            });
+        }
+        let mut got = [0u8; 32];
+        // blake3::Hash compares in constant time: no timing says how much matched.
+        if read_within(&mut s, &mut got, TICKET_WAIT.min(left))
+            && blake3::Hash::from(got) == blake3::Hash::from(*ticket)
+        {
+            return Ok(s);
+        }
+        refused += 1;
+        turned_away.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Fills `buf` from `s` within about `max`; false if the connection ends, fails
+/// or stays silent first.
+fn read_within(s: &mut DataChannel, buf: &mut [u8], max: Duration) -> bool {
+    let clock = Clock::new();
+    let mut got = 0;
+    while got < buf.len() {
+        let left = max.saturating_sub(Duration::from_nanos(clock.now().as_nanos()));
+        match s.read_within(&mut buf[got..], left) {
+            Ok(Some(n)) if n > 0 => got += n,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// One data channel, from its sender's first block to its end marker.
+fn serve_channel(
+    mut s: DataChannel,
     block_size: u32,
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
 ) -> Result<(), TransferError> {
-    let mut s = l.accept(cfg, timeout)?;
-    if let (Some(i), Some(u)) = (impair, s.udt()) {
-        u.impair(Impairment {
-            seed: i.seed ^ ((c as u64) << 32),
-            ..i
-        });
-    }
-    let mut got = [0u8; 32];
-    // blake3::Hash compares in constant time: no timing says how much matched.
-    if !read_exact(&mut s, &mut got)? || blake3::Hash::from(got) != blake3::Hash::from(*ticket) {
-        return Err(TransferError::Protocol(format!(
-            "data channel {c}: the connection did not open with this session's ticket \
-             (not this session's sender, or the ticket was damaged in transit); \
-             nothing it sent was written"
-        )));
-    }
     let mut hdr = [0u8; HEADER_LEN];
     let mut buf = vec![0u8; block_size as usize + 32];
     while read_exact(&mut s, &mut hdr)? {
@@ -926,7 +982,7 @@ fn serve_control(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transfer::{send, SendOptions};
+    use crate::transfer::{send, SendOptions, Transport};
     use std::cell::Cell;
 
     thread_local! {
@@ -976,6 +1032,79 @@ mod tests {
             let name = p.file_name().unwrap();
             assert!(std::fs::read(p).unwrap() == std::fs::read(dst.path().join(name)).unwrap());
         }
+    }
+
+    /// A data port that a port scanner connects to and leaves, and a stranger who
+    /// connects and sends the wrong ticket, still takes the sender's connection
+    /// after them, over TCP and UDT; both are counted. Before, the first connection
+    /// without the ticket ended the session.
+    #[test]
+    fn connections_without_the_ticket_are_turned_away_and_the_sender_gets_in() {
+        let ticket = channel_ticket("k", b"nonce", 0);
+        let t = Duration::from_secs(20);
+        for transport in [Transport::Tcp, Transport::Udt] {
+            let l = Listener::bind(transport, "127.0.0.1:0".parse().unwrap()).unwrap();
+            let addr = SocketAddr::from(([127, 0, 0, 1], l.port().unwrap()));
+            let turned_away = Arc::new(AtomicU64::new(0));
+            let counter = turned_away.clone();
+            let cfg = UdtConnConfig::default();
+            let h = thread::spawn(move || {
+                let mut s = accept_sender(l, cfg, t, None, 0, &ticket, &counter)?;
+                let mut after = [0u8; 5];
+                assert!(read_within(&mut s, &mut after, t), "{transport:?}");
+                Ok::<_, TransferError>(after)
+            });
+            let connect = || DataChannel::connect(transport, addr, cfg, t).unwrap();
+            // A scanner: connects, says nothing, leaves.
+            drop(connect());
+            // A stranger: the wrong ticket, then a block's worth of bytes.
+            let mut stranger = connect();
+            let _ = stranger.write_all(&[0xaa; 32]);
+            let _ = stranger.write_all(&[0x55; 100]);
+            if transport == Transport::Udt {
+                // The receiver reads the wrong ticket and closes; stay until then.
+                let _ = stranger.linger(Duration::from_secs(1));
+            }
+            drop(stranger);
+            let mut sender = connect();
+            sender.write_all(&ticket).unwrap();
+            sender.write_all(b"hello").unwrap();
+            let got = h.join().unwrap();
+            assert_eq!(got.unwrap(), *b"hello", "{transport:?}");
+            assert_eq!(turned_away.load(Ordering::Relaxed), 2, "{transport:?}");
+            let _ = sender.finish(Duration::from_secs(1));
+        }
+    }
+
+    /// A data port that nobody opens with the ticket before the timeout ends the
+    /// channel with an error that says how many were turned away.
+    #[test]
+    fn running_out_of_time_after_turning_connections_away_says_so() {
+        let ticket = channel_ticket("k", b"nonce", 0);
+        let l = Listener::bind(Transport::Tcp, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = SocketAddr::from(([127, 0, 0, 1], l.port().unwrap()));
+        let counter = Arc::new(AtomicU64::new(0));
+        let c = counter.clone();
+        let h = thread::spawn(move || {
+            accept_sender(
+                l,
+                UdtConnConfig::default(),
+                Duration::from_secs(2),
+                None,
+                3,
+                &ticket,
+                &c,
+            )
+            .map(|_| ())
+        });
+        let mut stranger = std::net::TcpStream::connect(addr).unwrap();
+        stranger.write_all(&[1; 32]).unwrap();
+        let e = h.join().unwrap().unwrap_err().to_string();
+        assert!(
+            e.contains("data channel 3") && e.contains("1 that did not were closed unread"),
+            "{e}"
+        );
+        assert_eq!(counter.load(Ordering::Relaxed), 1);
     }
 
     /// Files of `sizes` bytes received with nothing written (`discard`).

@@ -281,7 +281,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         _ => UdtConnConfig::default().rate_control,
     };
     let progress = Arc::new(AtomicU64::new(0));
-    let opts = SendOptions {
+    let mut opts = SendOptions {
         synthetic,
         channels: a.channels,
         concurrency: a.concurrency,
@@ -343,7 +343,10 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                     }
                 );
             }
-            listing.files.iter().map(|f| f.2).sum()
+            let total = listing.files.iter().map(|f| f.2).sum();
+            // What is sent is what was counted: the trees are not walked again.
+            opts.listing = Some(listing);
+            total
         }
     };
     let start = std::time::Instant::now();

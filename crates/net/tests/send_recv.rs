@@ -539,6 +539,30 @@ fn corrupted_blocks_are_detected_and_fetched_again() {
     }
 }
 
+/// A sender given the listing it showed its user sends exactly that listing: a
+/// file that appears in the tree afterwards is not sent, and the bytes sent are
+/// the total that was shown. (Before, `send` walked the trees again.)
+#[test]
+fn a_listing_given_is_what_is_sent() {
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("t");
+    write(&tree.join("a"), 1000, 1);
+    write(&tree.join("sub/b"), 2000, 2);
+    let listing = longhaul_net::transfer::list_files(std::slice::from_ref(&tree)).unwrap();
+    let shown: u64 = listing.files.iter().map(|f| f.2).sum();
+    write(&tree.join("late"), 500, 3);
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    let o = SendOptions {
+        listing: Some(listing),
+        ..send_opts(vec![tree.clone()], addr, "k", 2)
+    };
+    let (sent, got) = outcome(send(&o), h, "a listing given");
+    assert_eq!((sent.files, got.files), (2, 2));
+    assert_eq!((sent.bytes, shown), (3000, 3000));
+    assert!(dst.path().join("t/sub/b").exists() && !dst.path().join("t/late").exists());
+}
+
 /// An offer larger than the free space is refused before anything is written.
 #[test]
 fn an_offer_larger_than_the_free_space_is_refused() {

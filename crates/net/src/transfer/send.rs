@@ -25,6 +25,11 @@ use crate::Impairment;
 pub struct SendOptions {
     /// Files and directories (sent recursively, under their own names).
     pub paths: Vec<PathBuf>,
+    /// The files under `paths` as [`list_files`] found them, for a caller that has
+    /// listed them already (to show the total, to warn of what is left out): the
+    /// session sends exactly these instead of walking the trees again, so the
+    /// total shown is the total sent. `None`: `send` lists `paths` itself.
+    pub listing: Option<Listing>,
     /// Instead of `paths`, one generated file of this many bytes named
     /// `synthetic` (see [`synthetic_fill`]): measures the path and both hosts'
     /// CPUs without the sender's disk.
@@ -70,6 +75,7 @@ impl SendOptions {
     pub fn new(paths: Vec<PathBuf>, dest: SocketAddr, token: &str) -> Self {
         SendOptions {
             paths,
+            listing: None,
             synthetic: None,
             dest,
             token: token.into(),
@@ -297,10 +303,11 @@ type Shared = Arc<Mutex<Sched>>;
 
 /// Sends the files under `opts.paths` to a `longhaul recv` at `opts.dest`.
 pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
-    let files = match opts.synthetic {
+    let files = match (opts.synthetic, &opts.listing) {
         // An empty path marks the generated file.
-        Some(n) => vec![(PathBuf::new(), "synthetic".to_string(), n)],
-        None => list_files(&opts.paths)?.files,
+        (Some(n), _) => vec![(PathBuf::new(), "synthetic".to_string(), n)],
+        (None, Some(listing)) => listing.files.clone(),
+        (None, None) => list_files(&opts.paths)?.files,
     };
     if opts.channels == 0 || opts.concurrency == 0 {
         return Err(TransferError::Protocol(

@@ -144,19 +144,18 @@ impl DataChannel {
         match self {
             DataChannel::Udt(s) => Ok(s.read_within(b, max)?),
             DataChannel::Tcp(s) => {
-                let what = TransferError::io("data channel: read");
+                let what = || TransferError::io("data channel: read");
                 // A zero timeout means "none" to the socket.
                 s.set_read_timeout(Some(max.max(Duration::from_millis(1))))
-                    .map_err(what)?;
+                    .map_err(what())?;
                 let r = s.read(b);
-                s.set_read_timeout(None)
-                    .map_err(TransferError::io("data channel: read"))?;
+                s.set_read_timeout(None).map_err(what())?;
                 match r {
                     Ok(n) => Ok(Some(n)),
                     Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                         Ok(None)
                     }
-                    Err(e) => Err(TransferError::io("data channel: read")(e)),
+                    Err(e) => Err(what()(e)),
                 }
             }
         }

@@ -577,6 +577,7 @@ fn mean_sd(xs: &[f64]) -> (f64, f64) {
 fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Result<()> {
     let json = serde_json::to_string_pretty(records)?;
     std::fs::write(out.join("summary.json"), json + "\n")?;
+    let mut written = vec!["summary.json".to_string(), "results.md".to_string()];
     let mut md = String::from("# longhaul compare\n\n");
     md += &format!(
         "Link {:.0} Mb/s each way; a fresh emulated link per run; throughput is the data \
@@ -654,6 +655,7 @@ fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Resul
         md += "\n";
         let tag = format!("{rtt:.0}ms-{loss}");
         let title = format!("RTT {rtt:.0} ms, loss {loss}");
+        written.extend([format!("throughput-{tag}.png"), format!("delay-{tag}.png")]);
         draw_xy(
             &out.join(format!("throughput-{tag}.png")),
             &format!("Throughput, {title}"),
@@ -673,8 +675,54 @@ fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Resul
         .map_err(|e| anyhow!("plot: {e}"))?;
     }
     std::fs::write(out.join("results.md"), md)?;
+    // Plots of another grid, from an earlier run into the same folder, go.
+    longhaul_sim::output::replace_outputs(out, &written)?;
     if records.is_empty() {
         bail!("no run completed");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(rtt_ms: f64, loss: f64) -> Record {
+        Record {
+            scheme: "cubic".into(),
+            rtt_ms,
+            loss,
+            run: 1,
+            seed: 1,
+            throughput_bps: 50e6,
+            app_bytes: 1 << 20,
+            owd_p50_ms: rtt_ms / 2.0,
+            owd_p95_ms: rtt_ms / 2.0 + 1.0,
+            loss_rate: loss,
+            queue_drops: 0,
+            jain: None,
+            valid: true,
+            problems: vec![],
+            lateness_us_p99: 10.0,
+            tun_drops: 0,
+            emulator_busy: 0.1,
+            emulator_cpu: 0.2,
+            series_bps: vec![40e6, 50e6, 60e6],
+        }
+    }
+
+    /// A second compare into the same folder, over another grid, leaves that grid's
+    /// plots and not the first's beside them.
+    #[test]
+    fn plots_of_an_earlier_grid_do_not_stay() {
+        let out = tempfile::tempdir().unwrap();
+        write_outputs(out.path(), &[record(50.0, 0.0)], 100e6).unwrap();
+        assert!(out.path().join("throughput-50ms-0.png").exists());
+        write_outputs(out.path(), &[record(100.0, 1e-4)], 100e6).unwrap();
+        assert!(out.path().join("throughput-100ms-0.0001.png").exists());
+        assert!(out.path().join("delay-100ms-0.0001.png").exists());
+        for stale in ["throughput-50ms-0.png", "delay-50ms-0.png"] {
+            assert!(!out.path().join(stale).exists(), "{stale}");
+        }
+    }
 }

@@ -126,7 +126,9 @@ pub fn run_to_dir(scenario: &Scenario, dir: &Path) -> Result<RunResult, Error> {
     let result = Simulation::new(run, scenario.topology.clone(), scenario.flows.clone())?
         .with_transfers(scenario.transfers.clone())?
         .run()?;
-    output::write_run(dir, &result, scenario.plots).map_err(out_err)?;
+    let mut written = output::write_run(dir, &result, scenario.plots).map_err(out_err)?;
+    written.extend(scenario.pcap.iter().map(|l| format!("{l}.pcap")));
+    output::replace_outputs(dir, &written).map_err(out_err)?;
     Ok(result)
 }
 

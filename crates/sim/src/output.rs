@@ -2,6 +2,7 @@
 //!
 //! Floats are printed with fixed precision, so equal runs give equal bytes.
 
+use std::ffi::OsStr;
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
@@ -11,9 +12,11 @@ use crate::plot;
 
 /// Writes `summary.json`, `flows.csv`, `links.csv`, `trace.csv` (if traced),
 /// `decisions.csv` (adaptive Snoop) and,
-/// with `plots`, `throughput.png`, `queue.png` and `cwnd.png` into `dir`.
-pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
+/// with `plots`, `throughput.png`, `queue.png` and `cwnd.png` into `dir`; returns
+/// the names written.
+pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<Vec<String>> {
     std::fs::create_dir_all(dir)?;
+    let mut written = vec!["summary.json", "flows.csv", "links.csv"];
     let json = serde_json::to_string_pretty(&r.summary).map_err(io::Error::other)?;
     std::fs::write(dir.join("summary.json"), json + "\n")?;
 
@@ -48,6 +51,7 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
             );
         }
         std::fs::write(dir.join("decisions.csv"), d)?;
+        written.push("decisions.csv");
     }
 
     if !r.trace.is_empty() {
@@ -76,14 +80,47 @@ pub fn write_run(dir: &Path, r: &RunResult, plots: bool) -> io::Result<()> {
             );
         }
         std::fs::write(dir.join("trace.csv"), tr)?;
+        written.push("trace.csv");
     }
 
     if plots {
         plot::throughput(&dir.join("throughput.png"), r).map_err(io::Error::other)?;
         plot::queues(&dir.join("queue.png"), r).map_err(io::Error::other)?;
+        written.extend(["throughput.png", "queue.png"]);
         if !r.trace.is_empty() {
             plot::cwnd(&dir.join("cwnd.png"), r).map_err(io::Error::other)?;
+            written.push("cwnd.png");
         }
     }
-    Ok(())
+    Ok(written.into_iter().map(String::from).collect())
+}
+
+/// The file in a results folder that lists what the last run wrote there.
+pub const MANIFEST: &str = ".longhaul-outputs";
+
+/// Records `written` (file names in `dir`) as the folder's outputs, and removes every
+/// file that the previous run listed there and this one did not write again. So a
+/// folder given again holds one run's results, not a mix: no `trace.csv` from a run
+/// that traced beside the `summary.json` of one that did not, no plots of another
+/// grid. Only names longhaul itself listed go, and only plain names inside `dir`; any
+/// other file in the folder is left alone.
+pub fn replace_outputs(dir: &Path, written: &[String]) -> io::Result<()> {
+    match std::fs::read_to_string(dir.join(MANIFEST)) {
+        Ok(previous) => {
+            for name in previous.lines() {
+                let plain = Path::new(name).file_name() == Some(OsStr::new(name));
+                if plain && !written.iter().any(|w| w == name) {
+                    match std::fs::remove_file(dir.join(name)) {
+                        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut list = written.join("\n");
+    list.push('\n');
+    std::fs::write(dir.join(MANIFEST), list)
 }

@@ -237,3 +237,54 @@ fn cut_through_links_do_not_change_results() {
         );
     }
 }
+
+/// A results folder given again holds the new run's outputs only: the trace, plot
+/// and pcap that an earlier run wrote there and this one does not are removed; a
+/// file of the user's in the folder stays, and so does anything outside it that a
+/// doctored list of outputs names.
+#[test]
+fn a_folder_given_again_holds_only_the_new_runs_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("r");
+    let plain = common::chain(
+        "2s",
+        "100Mbps",
+        "5ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    );
+    let full = plain.replace(
+        "plots = false",
+        "plots = true\ntrace = true\ntrace_interval = \"100ms\"\npcap = [\"link1\"]",
+    );
+    run_to_dir(&common::scenario(&full), &dir).unwrap();
+    let earlier = ["trace.csv", "cwnd.png", "throughput.png", "link1.pcap"];
+    for f in earlier {
+        assert!(dir.join(f).exists(), "{f} was not written");
+    }
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    run_to_dir(&common::scenario(&plain), &dir).unwrap();
+    for f in earlier {
+        assert!(
+            !dir.join(f).exists(),
+            "{f} of the earlier run is still there"
+        );
+    }
+    for f in ["summary.json", "flows.csv", "links.csv", "notes.txt"] {
+        assert!(dir.join(f).exists(), "{f} is gone");
+    }
+
+    // Only plain names inside the folder are ever removed.
+    std::fs::write(tmp.path().join("outside"), "keep").unwrap();
+    std::fs::write(
+        dir.join(longhaul_sim::output::MANIFEST),
+        "../outside\nsub/x\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/x"), "keep").unwrap();
+    run_to_dir(&common::scenario(&plain), &dir).unwrap();
+    assert!(tmp.path().join("outside").exists() && dir.join("sub/x").exists());
+    assert!(dir.join("notes.txt").exists());
+}

@@ -438,7 +438,7 @@ fn unsafe_names_and_existing_files_are_refused_with_nothing_written() {
     let (addr, h) = receiver(recv_opts(dst.path(), "t"));
     let reply = offer(addr, "t", "there");
     assert!(
-        matches!(&reply, Msg::Reject { reason } if reason.contains("--overwrite")),
+        matches!(&reply, Msg::Reject { reason } if reason.contains("`longhaul recv --overwrite`")),
         "{reply:?}"
     );
     assert!(h.join().unwrap().is_err());

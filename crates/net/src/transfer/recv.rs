@@ -342,8 +342,12 @@ pub fn receive(
             Err(e) => return Err(refuse(&mut ctl, e)),
         };
         if !opts.overwrite && !opts.discard && std::fs::symlink_metadata(&path).is_ok() {
-            let e =
-                TransferError::Protocol(format!("`{}` exists (allow with --overwrite)", f.path));
+            // Read on both ends: the sender relays it, and `send` has no such flag.
+            let e = TransferError::Protocol(format!(
+                "`{}` exists on the receiver (it replaces files only when started as \
+                 `longhaul recv --overwrite`)",
+                f.path
+            ));
             return Err(refuse(&mut ctl, e));
         }
         if !seen.insert(path.clone()) {

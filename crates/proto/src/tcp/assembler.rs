@@ -2,29 +2,38 @@
 //! and the choice of SACK blocks (RFC 2018 §4).
 //!
 //! Random loss leaves a handful of holes, but a slow-start overshoot can leave one
-//! hole every other segment across a whole window, so ranges live in a `BTreeMap`
-//! (start -> end): O(log holes) per segment either way (a sorted `Vec` spent most of
-//! such a run moving memory).
+//! hole every other segment across a whole window (168 000 of them in a 10 Gb/s x
+//! 100 ms flow), so the structure must not cost more per segment as holes grow.
+//! The ranges live in a sorted `VecDeque`, because a receiver's ranges change at
+//! the two ends:
+//! - After a loss, the window's worth of data behind the hole arrives above every
+//!   range held. It either starts a new range past the last (a queue overflowing
+//!   under slow start drops every other segment) or extends the last one: a push or
+//!   an update at the back.
+//! - The retransmissions fill the holes from the lowest up: the front range joins
+//!   the in-order data, a pop at the front.
+//!
+//! Both are O(1). A segment landing elsewhere (a retransmission that overtook an
+//! earlier lost one) finds its place by binary search and shifts the shorter side
+//! of the deque, so it costs little while the holes are filled in order, as they
+//! are. Two earlier designs were slower:
+//! - A sorted `Vec` spent most of an overshoot moving memory on every front removal.
+//! - A `BTreeMap` paid a full descent per new range: about 550 instructions an
+//!   insert, and 3.4 % of all instructions of a 10 Gb/s overshoot.
 //!
 //! The SACK blocks to report are kept apart, as Linux keeps `selective_acks`: the
 //! whole range that each recent out-of-order segment landed in, newest first, updated
 //! on every insert in O(blocks). So an ACK's blocks cost nothing to produce.
-//!
-//! After a loss, the window's worth of data behind the hole arrives above every range
-//! held: as a new range past the last one (a queue overflowing under slow start
-//! drops every other segment) or extending it. Those two cases change only the last
-//! entry, found on the tree's right spine, instead of the general merge's three
-//! searches; the general path would do exactly the same (a test holds the two to
-//! that).
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use super::MAX_SACK_BLOCKS;
 
 /// Out-of-order ranges `[start, end)` above the cumulative point.
 #[derive(Debug, Clone, Default)]
 pub struct Assembler {
-    ranges: BTreeMap<u64, u64>,
+    /// Sorted, disjoint and not touching (touching ranges merge).
+    ranges: VecDeque<(u64, u64)>,
     /// The ranges holding the most recently received out-of-order segments, newest
     /// first (each exactly as it stands in `ranges`).
     sack: [Option<(u64, u64)>; MAX_SACK_BLOCKS],
@@ -43,19 +52,19 @@ impl Assembler {
 
     /// Adds `[start, end)`; returns whether any byte was new.
     pub fn insert(&mut self, start: u64, end: u64) -> bool {
-        if let Some(mut last) = self.ranges.last_entry() {
-            let (ls, le) = (*last.key(), *last.get());
+        if let Some(last) = self.ranges.back_mut() {
+            let (ls, le) = *last;
             if start >= ls && start <= le {
                 // Reaches into the last range (or touches its end): it grows.
                 let e = le.max(end);
-                *last.get_mut() = e;
+                last.1 = e;
                 self.bytes += e - le;
                 self.note_sack(ls, e);
                 return end > le;
             }
             if start > le {
                 // Past every range held.
-                self.ranges.insert(start, end);
+                self.ranges.push_back((start, end));
                 self.bytes += end - start;
                 self.note_sack(start, end);
                 return end > start;
@@ -68,24 +77,34 @@ impl Assembler {
     fn insert_general(&mut self, start: u64, end: u64) -> bool {
         let (mut s, mut e) = (start, end);
         let mut covered = 0;
+        // The ranges [lo, hi) merge with the new one: `hi` starts at the first range
+        // starting at or after `start`, `lo` there or one before.
+        let mut lo = self.ranges.partition_point(|&(rs, _)| rs < start);
+        let mut hi = lo;
         // A range starting before `start` that reaches it merges.
-        if let Some((&ps, &pe)) = self.ranges.range(..start).next_back() {
+        if let Some(&(ps, pe)) = lo.checked_sub(1).and_then(|i| self.ranges.get(i)) {
             if pe >= start {
                 covered += pe.min(end) - start;
                 s = ps;
                 e = e.max(pe);
-                self.ranges.remove(&ps);
-                self.bytes -= pe - ps;
+                lo -= 1;
             }
         }
         // Ranges starting inside [start, end] merge too.
-        while let Some((&rs, &re)) = self.ranges.range(start..=end).next() {
+        while let Some(&(rs, re)) = self.ranges.get(hi).filter(|r| r.0 <= end) {
             covered += re.min(end).saturating_sub(rs);
             e = e.max(re);
-            self.ranges.remove(&rs);
+            hi += 1;
+        }
+        for &(rs, re) in self.ranges.range(lo..hi) {
             self.bytes -= re - rs;
         }
-        self.ranges.insert(s, e);
+        if hi > lo {
+            self.ranges[lo] = (s, e);
+            self.ranges.drain(lo + 1..hi);
+        } else {
+            self.ranges.insert(lo, (s, e));
+        }
         self.bytes += e - s;
         self.note_sack(s, e);
         covered < end - start
@@ -110,11 +129,11 @@ impl Assembler {
     /// reaches past it (the hole at `RCV.NXT` was just filled up to `at`), if there
     /// is one; ranges wholly at or below `at` are discarded.
     pub fn take_front(&mut self, at: u64) -> Option<u64> {
-        while let Some((&s, &e)) = self.ranges.first_key_value() {
+        while let Some(&(s, e)) = self.ranges.front() {
             if s > at {
                 break;
             }
-            self.ranges.pop_first();
+            self.ranges.pop_front();
             self.bytes -= e - s;
             // That range is now in order: it is no longer a SACK block.
             for b in &mut self.sack {
@@ -155,10 +174,7 @@ mod tests {
         assert!(a.insert(400, 500));
         assert!(!a.insert(200, 300));
         assert!(a.insert(300, 400));
-        assert_eq!(
-            a.ranges.iter().map(|(&s, &e)| (s, e)).collect::<Vec<_>>(),
-            vec![(200, 500)]
-        );
+        assert_eq!(a.ranges, [(200, 500)]);
         assert_eq!(a.bytes(), 300);
         assert_eq!(a.take_front(100), None);
         assert_eq!(a.take_front(200), Some(500));
@@ -177,7 +193,7 @@ mod tests {
         assert_eq!(a.bytes(), 500);
         assert!(!a.insert(120, 580));
         assert!(a.insert(600, 601), "touching ranges merge");
-        assert_eq!(a.ranges.iter().next(), Some((&100, &601)));
+        assert_eq!(a.ranges.front(), Some(&(100, 601)));
     }
 
     proptest::proptest! {
@@ -198,7 +214,7 @@ mod tests {
                     continue;
                 }
                 // Mostly near and above the top, as after a loss; sometimes anywhere.
-                let top = fast.ranges.last_key_value().map_or(front, |(_, &e)| e);
+                let top = fast.ranges.back().map_or(front, |&(_, e)| e);
                 let start = if kind < 6 { top.saturating_sub(150) + at * 10 } else { at * 100 };
                 let (start, end) = (start.max(front + 1), start.max(front + 1) + len * 50);
                 let a = fast.insert(start, end);
@@ -207,6 +223,67 @@ mod tests {
                 proptest::prop_assert_eq!(&fast.ranges, &general.ranges);
                 proptest::prop_assert_eq!(fast.bytes, general.bytes);
                 proptest::prop_assert_eq!(fast.sack, general.sack);
+            }
+        }
+    }
+
+    /// The maximal runs of set bytes: what the ranges must be.
+    fn runs(held: &[bool]) -> Vec<(u64, u64)> {
+        let mut out = vec![];
+        let mut i = 0;
+        while i < held.len() {
+            if held[i] {
+                let s = i;
+                while i < held.len() && held[i] {
+                    i += 1;
+                }
+                out.push((s as u64, i as u64));
+            }
+            i += 1;
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// Against a byte map: any mix of inserts (in order, past the top, anywhere
+        /// in between, overlapping) and fills at the front leaves exactly the runs of
+        /// bytes held, counts them, says whether each insert brought a new byte, and
+        /// hands back the right end when the front fills.
+        #[test]
+        fn holds_exactly_the_bytes_received(
+            ops in proptest::collection::vec((0u64..2000, 1u64..120, 0u8..6), 1..300)
+        ) {
+            let mut a = Assembler::default();
+            let mut held = vec![false; 2200];
+            let mut front = 0u64;
+            for (at, len, kind) in ops {
+                if kind == 0 {
+                    // RCV.NXT reaches `at`: ranges starting at or below it go.
+                    let at = front.max(at);
+                    let mut want = None;
+                    for (s, e) in runs(&held) {
+                        if s <= at {
+                            held[s as usize..e as usize].fill(false);
+                            if e > at {
+                                want = Some(e);
+                            }
+                        }
+                    }
+                    proptest::prop_assert_eq!(a.take_front(at), want);
+                    front = want.unwrap_or(at);
+                } else {
+                    // Out-of-order data lies above RCV.NXT.
+                    let start = (front + 1).max(at);
+                    let end = (start + len).min(held.len() as u64);
+                    if start >= end {
+                        continue;
+                    }
+                    let new = held[start as usize..end as usize].iter().any(|&b| !b);
+                    held[start as usize..end as usize].fill(true);
+                    proptest::prop_assert_eq!(a.insert(start, end), new, "{}..{}", start, end);
+                }
+                proptest::prop_assert_eq!(a.ranges.iter().copied().collect::<Vec<_>>(), runs(&held));
+                proptest::prop_assert_eq!(a.bytes(), held.iter().filter(|&&b| b).count() as u64);
             }
         }
     }

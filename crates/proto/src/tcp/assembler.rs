@@ -142,10 +142,21 @@ impl Assembler {
                 }
             }
             if e > at {
+                self.release_if_empty();
                 return Some(e);
             }
         }
+        self.release_if_empty();
         None
+    }
+
+    /// Gives back the memory of a large overshoot's ranges once they are all filled:
+    /// a deque keeps its capacity, and a flow should hold memory for its window now,
+    /// not for its worst recovery.
+    fn release_if_empty(&mut self) {
+        if self.ranges.is_empty() && self.ranges.capacity() > 1024 {
+            self.ranges = VecDeque::new();
+        }
     }
 
     /// Up to `MAX_SACK_BLOCKS` blocks, the one holding the most recently received
@@ -286,6 +297,20 @@ mod tests {
                 proptest::prop_assert_eq!(a.bytes(), held.iter().filter(|&&b| b).count() as u64);
             }
         }
+    }
+
+    /// The ranges of an overshoot, every other segment of 5 000, take memory only
+    /// until the holes are filled.
+    #[test]
+    fn memory_goes_back_once_the_holes_are_filled() {
+        let mut a = Assembler::default();
+        for i in 0..5000u64 {
+            a.insert(200 * i + 100, 200 * i + 200);
+        }
+        assert!(a.ranges.capacity() >= 5000);
+        assert_eq!(a.take_front(999_950), Some(1_000_000));
+        assert!(a.is_empty());
+        assert_eq!(a.ranges.capacity(), 0);
     }
 
     #[test]

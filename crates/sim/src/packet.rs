@@ -81,6 +81,18 @@ pub struct PacketPool {
 }
 
 impl PacketPool {
+    /// An empty pool with room for `n` packets before it grows. Growing copies every
+    /// slot (a 64-byte-aligned `Vec` cannot be `realloc`ed in place), so a caller
+    /// that knows about how many packets will be alive at once says so; the room
+    /// costs address space only until it is used.
+    pub fn with_capacity(n: usize) -> Self {
+        PacketPool {
+            slots: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            whole: Vec::new(),
+        }
+    }
+
     /// Takes a slot, initialised to an empty packet sent at `now`.
     pub fn alloc(&mut self, now: Instant) -> PacketId {
         match self.free.pop() {
@@ -161,6 +173,10 @@ impl PacketPool {
     /// The packet `id`, writable.
     pub fn get_mut(&mut self, id: PacketId) -> &mut Packet {
         &mut self.slots[id as usize]
+    }
+    /// Packets the pool holds before it must grow.
+    pub fn room(&self) -> usize {
+        self.slots.capacity()
     }
     /// Slots ever allocated (the high-water mark of packets alive at once).
     pub fn capacity(&self) -> usize {

@@ -10,7 +10,7 @@ use rand::Rng;
 use crate::app::{Arrivals, Flow, FlowSpec, SctpFlow, TcpFlow, UdpFlow, UdtFlow};
 use crate::basestation::{decide, Decision, Job, Role, SnoopMode, StationRt};
 use crate::diffserv::policy::Rule;
-use crate::link::{Enqueued, Link, Scheduled};
+use crate::link::{Enqueued, Link, QueueLimit, Scheduled};
 use crate::metrics::{
     BaseStationSummary, FlowSummary, IngressSummary, LinkSummary, RunResult, Summary, TraceRow,
 };
@@ -376,7 +376,7 @@ impl Simulation {
             cfg,
             topo,
             sched,
-            pool: PacketPool::default(),
+            pool: PacketPool::with_capacity(packets_in_flight(&links)),
             next_hop,
             nodes,
             links,
@@ -1593,6 +1593,26 @@ impl Simulation {
 /// kept (it fires early, which engines treat as a no-op, and the endpoint re-arms);
 /// a new one is pushed only when the deadline moved earlier, so a deadline that keeps
 /// moving later (an RTO restarted by every ACK) costs nothing per packet.
+/// About how many packets the links can hold at once, to size the packet pool: each
+/// direction's bandwidth-delay product and queue in 1500-byte packets (a window's
+/// worth of data one way and its ACKs the other), at most 2^18 (32 MiB of slots).
+fn packets_in_flight(links: &[Link]) -> usize {
+    const MTU: u128 = 1500;
+    let n: u128 = links
+        .iter()
+        .map(|l| {
+            let p = &l.params;
+            let bdp = u128::from(p.rate.as_bps()) * p.delay.as_nanos() / 8_000_000_000 / MTU;
+            let queue = match p.limit {
+                QueueLimit::Packets(n) => u128::from(n),
+                QueueLimit::Bytes(b) => u128::from(b) / MTU,
+            };
+            bdp + queue
+        })
+        .sum();
+    n.min(1 << 18) as usize
+}
+
 fn rearm(sched: &mut Scheduler, live: &mut Option<Instant>, deadline: Option<Instant>, ev: Event) {
     match (*live, deadline) {
         (_, None) => {}
@@ -1727,4 +1747,24 @@ fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) -> FlowSummar
         s.goodput_mbps = s.delivered_bytes as f64 * 8e-6 / active;
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The packet pool is sized from the links, so the reference run at 100 ms,
+    /// through its slow-start overshoot (some 17 000 segments in flight and 16 801
+    /// dropped), never grows it: growing copies every slot.
+    #[test]
+    fn the_pool_is_sized_for_the_reference_overshoot() {
+        let mut s = crate::scenario::reference("50ms", 1e-5).unwrap();
+        s.run.duration = Duration::from_secs(4);
+        let sim = Simulation::new(s.run.clone(), s.topology.clone(), s.flows.clone()).unwrap();
+        let room = sim.pool.room();
+        let r = sim.run().unwrap();
+        let peak = r.summary.peak_packets;
+        assert!(peak > 10_000, "no overshoot: {peak} packets at most");
+        assert!(peak <= room as u64, "{peak} packets alive, room for {room}");
+    }
 }

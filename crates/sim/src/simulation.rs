@@ -1589,10 +1589,6 @@ impl Simulation {
     }
 }
 
-/// Lazy timers: an endpoint has at most one live timer event. An earlier event is
-/// kept (it fires early, which engines treat as a no-op, and the endpoint re-arms);
-/// a new one is pushed only when the deadline moved earlier, so a deadline that keeps
-/// moving later (an RTO restarted by every ACK) costs nothing per packet.
 /// About how many packets the links can hold at once, to size the packet pool: each
 /// direction's bandwidth-delay product and queue in 1500-byte packets (a window's
 /// worth of data one way and its ACKs the other), at most 2^18 (32 MiB of slots).
@@ -1613,6 +1609,10 @@ fn packets_in_flight(links: &[Link]) -> usize {
     n.min(1 << 18) as usize
 }
 
+/// Lazy timers: an endpoint has at most one live timer event. An earlier event is
+/// kept (it fires early, which engines treat as a no-op, and the endpoint re-arms);
+/// a new one is pushed only when the deadline moved earlier, so a deadline that keeps
+/// moving later (an RTO restarted by every ACK) costs nothing per packet.
 fn rearm(sched: &mut Scheduler, live: &mut Option<Instant>, deadline: Option<Instant>, ev: Event) {
     match (*live, deadline) {
         (_, None) => {}

@@ -887,7 +887,7 @@ fn accept_sender(
         }
         let mut got = [0u8; 32];
         // blake3::Hash compares in constant time: no timing says how much matched.
-        if read_within(&mut s, &mut got, TICKET_WAIT.min(left))
+        if read_exact_within(&mut s, &mut got, TICKET_WAIT.min(left))
             && blake3::Hash::from(got) == blake3::Hash::from(*ticket)
         {
             return Ok(s);
@@ -899,7 +899,7 @@ fn accept_sender(
 
 /// Fills `buf` from `s` within about `max`; false if the connection ends, fails
 /// or stays silent first.
-fn read_within(s: &mut DataChannel, buf: &mut [u8], max: Duration) -> bool {
+fn read_exact_within(s: &mut DataChannel, buf: &mut [u8], max: Duration) -> bool {
     let clock = Clock::new();
     let mut got = 0;
     while got < buf.len() {
@@ -1055,7 +1055,7 @@ mod tests {
             let h = thread::spawn(move || {
                 let mut s = accept_sender(l, cfg, t, None, 0, &ticket, &counter)?;
                 let mut after = [0u8; 5];
-                assert!(read_within(&mut s, &mut after, t), "{transport:?}");
+                assert!(read_exact_within(&mut s, &mut after, t), "{transport:?}");
                 Ok::<_, TransferError>(after)
             });
             let connect = || DataChannel::connect(transport, addr, cfg, t).unwrap();

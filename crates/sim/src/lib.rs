@@ -220,21 +220,39 @@ impl Job {
                     n.sort_unstable();
                     n.windows(2).all(|w| w[0] != w[1])
                 };
-                list.par_iter()
+                let folder = |i: usize, s: &Scenario| {
+                    if unique_names {
+                        s.run.name.clone()
+                    } else {
+                        format!("{i:03}-{}", s.run.name)
+                    }
+                };
+                let summaries = list
+                    .par_iter()
                     .enumerate()
                     .map(|(i, s)| {
                         let dir = if list.len() == 1 {
                             out.to_owned()
-                        } else if unique_names {
-                            out.join(&s.run.name)
                         } else {
-                            out.join(format!("{i:03}-{}", s.run.name))
+                            out.join(folder(i, s))
                         };
                         let r = run_to_dir(s, &dir).map(|r| r.summary);
                         progress();
                         r
                     })
-                    .collect()
+                    .collect::<Result<Vec<_>, _>>()?;
+                if list.len() > 1 {
+                    let names: Vec<String> = list
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| folder(i, s) + "/")
+                        .collect();
+                    output::replace_outputs(out, &names).map_err(|error| Error::Output {
+                        path: out.to_owned(),
+                        error,
+                    })?;
+                }
+                Ok(summaries)
             }
             Job::Sweeps(sweeps) => {
                 let dir = |sw: &Sweep| {
@@ -250,11 +268,12 @@ impl Job {
                     .enumerate()
                     .flat_map(|(s, sw)| (0..sw.points.len()).map(move |i| (s, i)))
                     .collect();
+                let point = |i: usize| format!("point-{i:04}");
                 let mut results = all
                     .par_iter()
                     .map(|&(s, i)| {
                         let sw = &sweeps[s];
-                        let point_dir = dir(sw).join(format!("point-{i:04}"));
+                        let point_dir = dir(sw).join(point(i));
                         let r = run_to_dir(&sw.points[i].scenario, &point_dir)
                             .map(|r| report::PointResult::new(r, sw.report.warmup_s));
                         progress();
@@ -266,11 +285,22 @@ impl Job {
                 for sw in sweeps {
                     let mine: Vec<_> = results.by_ref().take(sw.points.len()).collect();
                     let d = dir(sw);
-                    report::write(&d, sw, &mine).map_err(|error| Error::Output {
+                    let out_err = |error| Error::Output {
                         path: d.clone(),
                         error,
-                    })?;
+                    };
+                    let mut written = report::write(&d, sw, &mine).map_err(out_err)?;
+                    written.extend((0..sw.points.len()).map(|i| point(i) + "/"));
+                    output::replace_outputs(&d, &written).map_err(out_err)?;
                     summaries.extend(mine.into_iter().map(|r| r.summary));
+                }
+                if sweeps.len() > 1 {
+                    let names: Vec<String> =
+                        sweeps.iter().map(|sw| format!("{}/", sw.name)).collect();
+                    output::replace_outputs(out, &names).map_err(|error| Error::Output {
+                        path: out.to_owned(),
+                        error,
+                    })?;
                 }
                 Ok(summaries)
             }

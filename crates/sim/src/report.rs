@@ -165,18 +165,31 @@ pub fn cv(times: &[f64], values: &[f64], warmup_s: f64) -> Option<f64> {
     Some(var.sqrt() / mean)
 }
 
-/// Writes everything for `sw` into `out`.
-pub fn write(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> {
+/// Writes everything for `sw` into `out`; returns the names written there, as
+/// [`crate::output::replace_outputs`] lists them (`plots/` for the plots folder,
+/// which gets its own list).
+pub fn write(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<Vec<String>> {
     std::fs::create_dir_all(out)?;
     write_csv(out, sw, results)?;
+    let mut written = vec!["sweep.csv".to_string()];
     let Some(table) = Table::new(sw) else {
-        return Ok(());
+        return Ok(written);
     };
     let plots = write_plots(out, sw, &table, results)?;
     std::fs::write(
         out.join("results.md"),
         markdown(sw, &table, results, &plots),
-    )
+    )?;
+    written.push("results.md".into());
+    if !plots.is_empty() {
+        let names: Vec<String> = plots
+            .iter()
+            .filter_map(|p| p.strip_prefix("plots/").map(String::from))
+            .collect();
+        crate::output::replace_outputs(&out.join("plots"), &names)?;
+        written.push("plots/".into());
+    }
+    Ok(written)
 }
 
 fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> {

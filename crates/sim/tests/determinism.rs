@@ -240,8 +240,8 @@ fn cut_through_links_do_not_change_results() {
 
 /// A results folder given again holds the new run's outputs only: the trace, plot
 /// and pcap that an earlier run wrote there and this one does not are removed; a
-/// file of the user's in the folder stays, and so does anything outside it that a
-/// doctored list of outputs names.
+/// file of the user's in the folder stays, and so does anything outside it or below
+/// it that a doctored list of outputs names (and a folder listed as a file).
 #[test]
 fn a_folder_given_again_holds_only_the_new_runs_outputs() {
     let tmp = tempfile::tempdir().unwrap();
@@ -276,15 +276,116 @@ fn a_folder_given_again_holds_only_the_new_runs_outputs() {
     }
 
     // Only plain names inside the folder are ever removed.
+    // A folder outside, with a list of its own, is not touched either.
     std::fs::write(tmp.path().join("outside"), "keep").unwrap();
+    std::fs::create_dir(tmp.path().join("up")).unwrap();
+    std::fs::write(tmp.path().join("up/y"), "keep").unwrap();
+    std::fs::write(
+        tmp.path().join("up").join(longhaul_sim::output::MANIFEST),
+        "y\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.join(longhaul_sim::output::MANIFEST),
-        "../outside\nsub/x\n",
+        "../outside\nsub/x\n../up/\nsub\n",
     )
     .unwrap();
     std::fs::create_dir(dir.join("sub")).unwrap();
     std::fs::write(dir.join("sub/x"), "keep").unwrap();
     run_to_dir(&common::scenario(&plain), &dir).unwrap();
     assert!(tmp.path().join("outside").exists() && dir.join("sub/x").exists());
+    assert!(tmp.path().join("up/y").exists());
     assert!(dir.join("notes.txt").exists());
+}
+
+/// The same for a sweep's folder and a folder of scenarios: a grid that shrank
+/// leaves no `point-NNNN/` of the earlier grid and no plot of its rows, a scenario
+/// taken out of the folder leaves no results folder. A stale point folder that holds
+/// a file of the user's stays with that file in it; the user's files elsewhere stay.
+#[test]
+fn a_folder_given_again_holds_only_the_new_sweep_or_scenarios() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = common::chain(
+        "1s",
+        "100Mbps",
+        "5ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    );
+    let grid = tmp.path().join("grid");
+    std::fs::create_dir(&grid).unwrap();
+    std::fs::write(grid.join("base.toml"), &base).unwrap();
+    let sweep = |delays: &str| {
+        std::fs::write(
+            grid.join("sweep.toml"),
+            format!(
+                "scenario = \"base.toml\"\n[grid]\n\"topology.links.1.delay\" = [{delays}]\n\
+                 [[variant]]\nname = \"tcp\"\n\"flow.0\" = {{ protocol = \"tcp\" }}\n\
+                 [report]\ntimeseries = {{}}\n"
+            ),
+        )
+        .unwrap();
+        Job::load(&grid).unwrap()
+    };
+    let out = tmp.path().join("out");
+    sweep("\"5ms\", \"10ms\", \"20ms\"")
+        .run(&out, &|| {})
+        .unwrap();
+    let plots = |out: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(out.join("plots"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".png"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(plots(&out).len(), 3, "{:?}", plots(&out));
+    for i in 0..3 {
+        assert!(out.join(format!("point-{i:04}/summary.json")).exists());
+    }
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    std::fs::write(out.join("point-0001/mine.txt"), "mine").unwrap();
+
+    sweep("\"7ms\"").run(&out, &|| {}).unwrap();
+    assert_eq!(plots(&out).len(), 1, "{:?}", plots(&out));
+    assert!(plots(&out)[0].contains("7ms"), "{:?}", plots(&out));
+    assert!(out.join("point-0000/summary.json").exists());
+    assert!(
+        !out.join("point-0002").exists(),
+        "a point of the earlier grid stayed"
+    );
+    let kept: Vec<_> = std::fs::read_dir(out.join("point-0001"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        kept,
+        ["mine.txt"],
+        "the stale point keeps the user's file only"
+    );
+    assert!(out.join("notes.txt").exists());
+
+    // A folder of scenarios run into the same folder: the sweep's outputs go.
+    let many = tmp.path().join("many");
+    std::fs::create_dir(&many).unwrap();
+    for name in ["a", "b"] {
+        std::fs::write(
+            many.join(format!("{name}.toml")),
+            format!("name = \"{name}\"\n{base}"),
+        )
+        .unwrap();
+    }
+    Job::load(&many).unwrap().run(&out, &|| {}).unwrap();
+    assert!(out.join("a/summary.json").exists() && out.join("b/summary.json").exists());
+    for gone in ["sweep.csv", "results.md", "plots", "point-0000"] {
+        assert!(!out.join(gone).exists(), "{gone} of the sweep stayed");
+    }
+    std::fs::remove_file(many.join("b.toml")).unwrap();
+    Job::load(&many).unwrap().run(&out, &|| {}).unwrap();
+    // One scenario left: the folder is its results folder.
+    assert!(out.join("summary.json").exists());
+    assert!(!out.join("a").exists() && !out.join("b").exists());
+    assert!(out.join("notes.txt").exists() && out.join("point-0001/mine.txt").exists());
 }

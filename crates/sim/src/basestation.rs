@@ -73,7 +73,7 @@ impl Default for AdaptiveConfig {
     fn default() -> Self {
         AdaptiveConfig {
             interval: Duration::from_secs(2),
-            load_limit: 0.7,
+            load_limit: 0.85,
             min_error: 0.002,
             lossy: 0.02,
             f_lossy: 2.0,

@@ -175,6 +175,14 @@ impl CongestionControl for Cubic {
         self.cwnd = 1.0;
     }
 
+    fn on_timeout_in_episode(&mut self, _now: Instant, _in_flight: u64) {
+        // As Reno (RFC 9438 §4.8 follows RFC 5681 on timeouts): ssthresh and W_max
+        // stay. Reducing again from a window of one segment would drag W_max down
+        // to nothing.
+        self.cwnd = 1.0;
+        self.t_epoch = None;
+    }
+
     fn window(&self) -> u64 {
         (self.cwnd * self.smss) as u64
     }
@@ -238,5 +246,14 @@ mod tests {
         c.on_loss(Instant::ZERO, 0); // 70 < 100: w_max = 70 * 1.7 / 2
         assert!((c.epoch().1 - 59.5).abs() < 1e-9);
         assert_eq!(c.window() / SMSS, 49);
+    }
+
+    #[test]
+    fn a_repeated_timeout_holds_ssthresh_and_w_max() {
+        let mut c = Cubic::new(CubicConfig::default(), SMSS, 100 * SMSS);
+        c.on_timeout(Instant::ZERO, 0); // w_max = 100, ssthresh = 70, cwnd = 1
+        c.on_timeout_in_episode(Instant::ZERO, 0);
+        assert_eq!((c.window(), c.ssthresh() / SMSS), (SMSS, 70));
+        assert!((c.epoch().1 - 100.0).abs() < 1e-9);
     }
 }

@@ -64,8 +64,17 @@ pub trait CongestionControl: core::fmt::Debug + Send {
     fn on_loss(&mut self, _now: Instant, _in_flight: u64) {}
     /// The recovery episode ended (the cumulative ACK passed the recovery point).
     fn on_recovery_end(&mut self, _now: Instant) {}
-    /// The retransmission timer expired.
+    /// The retransmission timer expired: a new loss episode.
     fn on_timeout(&mut self, _now: Instant, _in_flight: u64) {}
+    /// The retransmission timer expired inside a loss episode already answered: for
+    /// a segment the timer has already resent (RFC 5681 §3.1 then holds ssthresh
+    /// constant), or during a fast recovery, which set ssthresh for this episode
+    /// (Linux's `tcp_enter_loss` keeps it then too). The window collapses as on
+    /// [`on_timeout`](Self::on_timeout), ssthresh stays. The default does what
+    /// `on_timeout` does, for controllers without a window.
+    fn on_timeout_in_episode(&mut self, now: Instant, in_flight: u64) {
+        self.on_timeout(now, in_flight);
+    }
     /// The congestion window in bytes.
     fn window(&self) -> u64;
     /// The slow-start threshold in bytes.
@@ -135,6 +144,9 @@ impl CongestionControl for AnyController {
     }
     fn on_timeout(&mut self, now: Instant, in_flight: u64) {
         dispatch!(self, c => c.on_timeout(now, in_flight))
+    }
+    fn on_timeout_in_episode(&mut self, now: Instant, in_flight: u64) {
+        dispatch!(self, c => c.on_timeout_in_episode(now, in_flight))
     }
     fn window(&self) -> u64 {
         dispatch!(self, c => c.window())

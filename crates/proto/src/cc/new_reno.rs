@@ -132,6 +132,16 @@ impl CongestionControl for NewReno {
         self.cwnd = self.smss;
     }
 
+    fn on_timeout_in_episode(&mut self, _now: Instant, _in_flight: u64) {
+        //= https://www.rfc-editor.org/rfc/rfc5681#section-3.1
+        //# when a TCP sender detects segment loss using the retransmission timer
+        //# and the given segment has already been retransmitted by way of the
+        //# retransmission timer at least once, the value of ssthresh is held
+        //# constant.
+        self.cwnd = self.smss;
+        self.bytes_acked = 0;
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }
@@ -224,5 +234,14 @@ mod tests {
         c.on_timeout(Instant::ZERO, 3 * SMSS);
         assert_eq!(c.window(), SMSS);
         assert_eq!(c.ssthresh(), 2 * SMSS);
+    }
+
+    #[test]
+    fn a_repeated_timeout_holds_ssthresh() {
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
+        c.on_timeout(Instant::ZERO, 40 * SMSS);
+        assert_eq!(c.ssthresh(), 20 * SMSS);
+        c.on_timeout_in_episode(Instant::ZERO, SMSS);
+        assert_eq!((c.window(), c.ssthresh()), (SMSS, 20 * SMSS));
     }
 }

@@ -307,6 +307,9 @@ pub struct TcpConnection {
     peer_window: u64,
     recovery: Option<u64>,
     recover: u64,
+    /// `SND.UNA` at the last retransmission timeout: a timeout that finds it
+    /// unchanged resends a segment the timer already resent, and holds ssthresh.
+    rto_una: Option<u64>,
     fast_rtx_pending: bool,
     dup_acks: u32,
     reno_sacked: u64,
@@ -382,6 +385,7 @@ impl TcpConnection {
             peer_window: 65535,
             recovery: None,
             recover: 0,
+            rto_una: None,
             fast_rtx_pending: false,
             dup_acks: 0,
             reno_sacked: 0,
@@ -502,6 +506,20 @@ impl TcpConnection {
     /// Bytes believed to be in the network (RFC 6675 pipe).
     pub fn in_flight(&self) -> u64 {
         self.board.pipe().saturating_sub(self.reno_sacked)
+    }
+    /// RFC 5681's FlightSize, the basis of ssthresh on a loss: bytes sent and not
+    /// cumulatively acknowledged (`SND.MAX - SND.UNA`), but no more than cwnd.
+    ///
+    /// The cap matters without SACK. A NewReno recovery repairs one hole per RTT,
+    /// and each duplicate ACK meanwhile clocks out a new segment, so after a long
+    /// recovery, or a retransmission lost in one, thousands of segments the
+    /// receiver already holds above a hole count as outstanding; halving that
+    /// would set ssthresh far above any window the path carried (measured: 13 MB
+    /// on a path whose loss rate allows 25 kB). BSD and Linux halve cwnd instead;
+    /// the minimum keeps RFC 5681's reason for FlightSize, a window that grew
+    /// beyond what the sender had to send.
+    pub fn flight_size(&self) -> u64 {
+        self.board.outstanding().min(self.cc.window())
     }
     /// Whether a loss-recovery episode is under way.
     pub fn in_recovery(&self) -> bool {
@@ -845,7 +863,7 @@ impl TcpConnection {
         self.recovery = Some(self.recover);
         self.stats.fast_recoveries += 1;
         self.fast_rtx_pending = true;
-        self.cc.on_loss(now, self.board.outstanding());
+        self.cc.on_loss(now, self.flight_size());
     }
 
     fn process_data(&mut self, now: Instant, repr: &TcpRepr) {
@@ -931,7 +949,17 @@ impl TcpConnection {
                 self.syn_retransmitted = true;
             }
             State::Established => {
-                self.cc.on_timeout(now, self.board.outstanding());
+                // A timeout inside an episode already answered (the same segment
+                // again, or a recovery whose retransmission was lost) collapses the
+                // window but keeps ssthresh: cutting it again would punish one
+                // congestion event twice.
+                let una = self.board.una();
+                if self.rto_una == Some(una) || self.recovery.is_some() {
+                    self.cc.on_timeout_in_episode(now, self.flight_size());
+                } else {
+                    self.cc.on_timeout(now, self.flight_size());
+                }
+                self.rto_una = Some(una);
                 self.board.on_rto();
                 //= https://www.rfc-editor.org/rfc/rfc6582#section-3.2
                 //# After a retransmit timeout, record the highest sequence number

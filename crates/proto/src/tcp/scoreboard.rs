@@ -44,7 +44,9 @@ impl Segment {
 pub struct CumAck {
     /// Bytes newly acknowledged that had not been SACKed before.
     pub newly_acked: u64,
-    /// Send time of the last newly acknowledged segment, if it was never retransmitted.
+    /// Send time of the last newly acknowledged segment, if no segment this ACK
+    /// newly acknowledges was ever retransmitted (see
+    /// [`Scoreboard::on_cumulative_ack`]).
     pub rtt_sample_from: Option<Instant>,
 }
 
@@ -273,6 +275,7 @@ impl Scoreboard {
         let mut out = CumAck::default();
         let upto = ack.saturating_add(self.base).min(self.max_v());
         let mut una = self.una_v();
+        let mut retransmitted = false;
         while una < upto {
             // The front segment is `[una, next)`: it starts inside the grid's run
             // (so at `una`) and ends at the next boundary or the stream's end.
@@ -288,10 +291,21 @@ impl Scoreboard {
             } else {
                 out.newly_acked += len;
             }
-            out.rtt_sample_from =
-                (seg.flags & EVER_RETRANS == 0 && seg.flags & SACKED == 0).then_some(seg.sent_at);
+            retransmitted |= seg.flags & EVER_RETRANS != 0;
+            out.rtt_sample_from = (seg.flags & SACKED == 0).then_some(seg.sent_at);
             self.front += 1;
             una = next;
+        }
+        //= https://www.rfc-editor.org/rfc/rfc6298#section-3
+        //# TCP MUST use Karn's algorithm [KP87] for taking RTT samples.  That is, RTT
+        //# samples MUST NOT be made using segments that were retransmitted
+        // ... nor, with a cumulative ACK, from the segments after one: an ACK that
+        // covers a retransmission was sent when the retransmission filled the hole,
+        // so the segments behind it (received long before, and never SACKed without
+        // SACK) would time the whole recovery. Linux drops the sample the same way
+        // (`FLAG_RETRANS_DATA_ACKED` in `tcp_clean_rtx_queue`).
+        if retransmitted {
+            out.rtt_sample_from = None;
         }
         self.una_v = una;
         let una = self.una_v();
@@ -507,6 +521,7 @@ fn subtract_cached(cache: &[(u64, u64); 4], l: u64, r: u64) -> ([(u64, u64); 5],
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::time::Duration;
 
     const MSS: u64 = 100;
 
@@ -570,6 +585,25 @@ mod tests {
         assert_eq!(b.pipe(), 500);
         assert_eq!(b.sacked_bytes(), 0);
         assert_eq!(b.una(), 500);
+    }
+
+    /// Without SACK, the ACK that a retransmission fills a hole with covers segments
+    /// received long before it: none of them may time the path (Karn), or SRTT takes
+    /// in the whole recovery.
+    #[test]
+    fn an_ack_covering_a_retransmission_gives_no_rtt_sample() {
+        let t = |ms| Instant::ZERO + Duration::from_millis(ms);
+        let mut b = Scoreboard::new(MSS);
+        for i in 0..4 {
+            b.on_send_new(t(i));
+        }
+        assert_eq!(b.on_cumulative_ack(100).rtt_sample_from, Some(t(0)));
+        assert_eq!(b.mark_una_lost(), 100);
+        assert_eq!(b.next_retransmit(), Some((100, 100)));
+        b.on_retransmit(t(500), 100);
+        let ack = b.on_cumulative_ack(400);
+        assert_eq!(ack.newly_acked, 300);
+        assert_eq!(ack.rtt_sample_from, None, "sampled segment 3, sent at 3 ms");
     }
 
     #[test]

@@ -14,6 +14,8 @@ struct Pair {
     /// (arrival, to_server, bytes, index of this data segment from the client)
     wire: Vec<(Instant, bool, Vec<u8>)>,
     data_sent: u64,
+    /// The sequence number of every data segment the client sent, in order.
+    data_seqs: Vec<u32>,
     drop: Box<dyn FnMut(u64) -> bool>,
     server_events: Vec<Event>,
     client_events: Vec<Event>,
@@ -32,6 +34,7 @@ impl Pair {
             delay,
             wire: vec![],
             data_sent: 0,
+            data_seqs: vec![],
             drop: Box::new(drop),
             server_events: vec![],
             client_events: vec![],
@@ -43,6 +46,9 @@ impl Pair {
         while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
             if t.payload_len > 0 {
                 self.data_sent += 1;
+                let tcp = &buf[usize::from(buf[0] & 0x0f) * 4..];
+                self.data_seqs
+                    .push(u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]));
                 if (self.drop)(self.data_sent) {
                     continue;
                 }
@@ -435,4 +441,57 @@ fn nagle_sends_a_short_tail_once_nothing_is_outstanding() {
             Some(&Event::PeerFinished { bytes: expect })
         );
     }
+}
+
+/// A blackout loses a whole window and then the timer's first retransmission: the
+/// second timeout resends the same segment and holds ssthresh (RFC 5681 §3.1) at
+/// half the window the first one found, instead of halving a one-segment window.
+#[test]
+fn a_second_timeout_for_the_same_segment_holds_ssthresh() {
+    // A first run, everything from the 40th data segment on lost, finds how many
+    // segments the sender sends up to the first timeout's retransmission and the
+    // window it had then.
+    let mut probe = Pair::new(TcpConfig::default(), Duration::from_millis(10), |n| n >= 40);
+    probe.client.send(2_000_000).unwrap();
+    probe.drive(Instant::from_nanos(1_500_000_000));
+    assert_eq!(probe.client.stats().timeouts, 1);
+    let (last_lost, halved) = (probe.data_sent, probe.client.ssthresh());
+    assert!(
+        halved > 10 * 1448,
+        "ssthresh {halved} after the first timeout"
+    );
+
+    let p = transfer(TcpConfig::default(), 2_000_000, move |n| {
+        (40..=last_lost).contains(&n)
+    });
+    assert_eq!(p.server.delivered_bytes(), 2_000_000);
+    assert_eq!(p.client.stats().timeouts, 2);
+    assert_eq!(p.client.ssthresh(), halved);
+}
+
+/// A fast retransmission lost in a SACK recovery leaves the timer to repair it: that
+/// timeout ends the recovery episode without a second cut (Linux's `tcp_enter_loss`
+/// keeps ssthresh when it interrupts a recovery). ssthresh stays what the fast
+/// retransmit set.
+#[test]
+fn a_timeout_in_a_recovery_keeps_the_recoverys_ssthresh() {
+    // Find, with only the 100th data segment lost, where its retransmission goes
+    // out and the ssthresh the recovery sets.
+    let probe = transfer(TcpConfig::default(), 2_000_000, |n| n == 100);
+    let seq = probe.data_seqs[99];
+    let resent = probe.data_seqs[100..]
+        .iter()
+        .position(|&s| s == seq)
+        .unwrap() as u64
+        + 101;
+    let halved = probe.client.ssthresh();
+    assert_eq!(probe.client.stats().fast_recoveries, 1);
+
+    let p = transfer(TcpConfig::default(), 2_000_000, move |n| {
+        n == 100 || n == resent
+    });
+    assert_eq!(p.server.delivered_bytes(), 2_000_000);
+    assert_eq!(p.client.stats().fast_recoveries, 1);
+    assert_eq!(p.client.stats().timeouts, 1);
+    assert_eq!(p.client.ssthresh(), halved);
 }

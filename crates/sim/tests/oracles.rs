@@ -149,7 +149,9 @@ fn pftk(p: f64, rtt: f64, t0: f64, b: f64) -> f64 {
 }
 
 /// The PFTK model (timeouts included) predicts goodput from the rate of loss
-/// indications, ±10 %, with and without SACK, at loss rates where timeouts matter.
+/// indications, ±10 %, with and without SACK, with an ACK per segment (b = 1) and
+/// with delayed ACKs and Reno's per-ACK increase (b = 2), at loss rates where
+/// timeouts matter.
 ///
 /// The model's `p` is the rate of loss *indications* (its rounds lose everything
 /// after a first loss), which is what a sender sees and what TFRC feeds it (RFC 5348
@@ -164,31 +166,31 @@ fn pftk(p: f64, rtt: f64, t0: f64, b: f64) -> f64 {
 #[test]
 fn reno_throughput_matches_padhye() {
     let (mss, rtt) = (1448.0, 0.1);
-    for sack in [false, true] {
-        for p in [0.005, 0.02] {
-            let flows = format!(
-                "[[flow]]\nprotocol = \"tcp\"\nack_every = 1\nsack = {sack}\nmin_rto = \"1s\"\n"
-            );
-            let r = run(&chain("3000s", "10Gbps", "50ms", "1bdp", p, &flows));
-            let f = &r.summary.flows[0];
-            let timeouts = f.timeouts.unwrap();
-            let indications = f.fast_recoveries.unwrap() + timeouts;
-            let p_ind = indications as f64 / f.data_segments_sent.unwrap() as f64;
-            let measured = f.goodput_mbps * 1e6 / 8.0 / mss;
-            let ratio = measured / pftk(p_ind, rtt, 1.0, 1.0);
-            assert!(
-                (0.9..=1.1).contains(&ratio),
-                "sack {sack}, p {p}: {measured:.1} segments/s, PFTK({p_ind:.5}) ratio {ratio:.3}"
-            );
-            assert!(
-                timeouts > 0,
-                "sack {sack}, p {p}: the T0 term is not exercised"
-            );
-            let resent = f.retransmits.unwrap() as f64 / f.data_segments_sent.unwrap() as f64;
-            assert!(
-                resent < 1.5 * p,
-                "sack {sack}, p {p}: {resent:.3} of segments resent"
-            );
+    for (b, acks) in [
+        (1.0, "ack_every = 1"),
+        (2.0, "ack_every = 2\navoidance = \"per-ack\""),
+    ] {
+        for sack in [false, true] {
+            for p in [0.005, 0.02] {
+                let flows = format!(
+                    "[[flow]]\nprotocol = \"tcp\"\n{acks}\nsack = {sack}\nmin_rto = \"1s\"\n"
+                );
+                let r = run(&chain("3000s", "10Gbps", "50ms", "1bdp", p, &flows));
+                let f = &r.summary.flows[0];
+                let what = format!("b {b}, sack {sack}, p {p}");
+                let timeouts = f.timeouts.unwrap();
+                let indications = f.fast_recoveries.unwrap() + timeouts;
+                let p_ind = indications as f64 / f.data_segments_sent.unwrap() as f64;
+                let measured = f.goodput_mbps * 1e6 / 8.0 / mss;
+                let ratio = measured / pftk(p_ind, rtt, 1.0, b);
+                assert!(
+                    (0.9..=1.1).contains(&ratio),
+                    "{what}: {measured:.1} segments/s, PFTK({p_ind:.5}) ratio {ratio:.3}"
+                );
+                assert!(timeouts > 0, "{what}: the T0 term is not exercised");
+                let resent = f.retransmits.unwrap() as f64 / f.data_segments_sent.unwrap() as f64;
+                assert!(resent < 1.5 * p, "{what}: {resent:.3} of segments resent");
+            }
         }
     }
 }

@@ -9,6 +9,12 @@
 //! are IPv4 packets whose payload may be elided (see `longhaul-wire`). Real
 //! transfers use the kernel's TCP, so this engine never touches a socket.
 //!
+//! Where it reads the RFCs as implementations do (each explained where it is made):
+//! ssthresh is halved from FlightSize capped at cwnd ([`TcpConnection::flight_size`]);
+//! an ACK that covers any retransmitted segment gives no RTT sample (Karn, as Linux
+//! applies it to cumulative ACKs); a timeout inside a loss episode already answered
+//! keeps ssthresh (RFC 5681 §3.1, and Linux for a timeout during a fast recovery).
+//!
 //! Call order, as for every engine: after [`TcpConnection::handle_datagram`],
 //! [`TcpConnection::handle_timeout`] or an application command, drain
 //! [`TcpConnection::poll_transmit`], then [`TcpConnection::poll_event`], then re-arm

@@ -86,22 +86,23 @@ pub fn emit_sack_option(
     buf: &mut [u8],
     ranges: &[Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS],
 ) -> usize {
-    let blocks = ranges.iter().flatten().count();
-    if blocks == 0 {
-        return 0;
-    }
-    buf[..4].copy_from_slice(&[
-        field::OPT_NOP,
-        field::OPT_NOP,
-        field::OPT_SACKRNG,
-        (2 + 8 * blocks) as u8,
-    ]);
+    // One pass: the blocks first, then the option's head, whose length byte counts
+    // them (an engine writes this for every ACK of a recovery).
     let mut at = 4;
     for (l, r) in ranges.iter().flatten() {
         buf[at..at + 4].copy_from_slice(&l.0.to_be_bytes());
         buf[at + 4..at + 8].copy_from_slice(&r.0.to_be_bytes());
         at += 8;
     }
+    if at == 4 {
+        return 0;
+    }
+    buf[..4].copy_from_slice(&[
+        field::OPT_NOP,
+        field::OPT_NOP,
+        field::OPT_SACKRNG,
+        (at - 2) as u8,
+    ]);
     at
 }
 

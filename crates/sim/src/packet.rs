@@ -48,6 +48,16 @@ impl Packet {
             sent_at,
         }
     }
+    /// Sets what is not in the header: `hdr_len` header bytes in use, `payload_len`
+    /// payload bytes behind them, sent at `now`. A sender writes the header into a
+    /// free slot ([`PacketPool::peek_free`]) and stamps it there, so the slot is
+    /// looked up once.
+    #[inline]
+    pub fn stamp(&mut self, now: Instant, hdr_len: u8, payload_len: u32) {
+        self.hdr_len = hdr_len;
+        self.payload_len = payload_len;
+        self.sent_at = now;
+    }
     /// Length on the wire: headers and payload.
     pub fn wire_len(&self) -> u32 {
         u32::from(self.hdr_len) + self.payload_len
@@ -122,19 +132,14 @@ impl PacketPool {
     }
 
     /// Takes the slot [`peek_free`](Self::peek_free) returned, whose header an engine
-    /// has just written: `hdr_len` header bytes and `payload_len` payload bytes, sent
-    /// at `now`.
+    /// has just written and whose other fields the caller has set
+    /// ([`Packet::stamp`]).
     ///
     /// # Panics
     /// If no slot is free, that is, without a [`peek_free`](Self::peek_free) first.
     #[inline]
-    pub fn alloc_peeked(&mut self, now: Instant, hdr_len: u8, payload_len: u32) -> PacketId {
-        let id = self.free.pop().expect("peek_free first");
-        let p = &mut self.slots[id as usize];
-        p.hdr_len = hdr_len;
-        p.payload_len = payload_len;
-        p.sent_at = now;
-        id
+    pub fn take_peeked(&mut self) -> PacketId {
+        self.free.pop().expect("peek_free first")
     }
 
     /// Stores `bytes` as the whole of packet `id` (an IPv4 datagram): its first

@@ -97,6 +97,9 @@ pub struct Simulation {
     station_of: Vec<Option<u16>>,
     stations: Vec<StationRt>,
     any_station: bool,
+    /// No capture, no ingress rules and no base station anywhere: an arriving packet
+    /// goes straight to its node (one test per arrival instead of three).
+    plain_arrivals: bool,
     /// Snoop agents by flow, the station each belongs to, its timer, and the counts
     /// of agents already retired (adaptive Snoop turned off).
     agents: Vec<Option<SnoopAgent>>,
@@ -356,7 +359,9 @@ impl Simulation {
             }
             stations.push(StationRt::new(b.clone(), nf));
         }
+        let any_pcap = pcaps.iter().any(Option::is_some);
         Ok(Simulation {
+            plain_arrivals: !any_pcap && ingress_order.is_empty() && stations.is_empty(),
             any_station: !stations.is_empty(),
             station_of,
             stations,
@@ -382,7 +387,7 @@ impl Simulation {
             links,
             flows: rt_flows,
             flow_ends,
-            any_pcap: pcaps.iter().any(Option::is_some),
+            any_pcap,
             pcaps,
             unroutable: 0,
             cut_through: true,
@@ -556,8 +561,12 @@ impl Simulation {
             Some(t) => self.sched.replace_current(t, Event::LinkArrival(l as u32)),
             None => self.sched.pop_current(),
         }
-        self.capture(l, now, pkt);
         let node = self.links[l].to;
+        if self.plain_arrivals {
+            self.deliver(now, node, pkt);
+            return;
+        }
+        self.capture(l, now, pkt);
         if self.any_ingress && !self.police(now, node, pkt) {
             self.pool.free(pkt);
             return;
@@ -1044,12 +1053,16 @@ impl Simulation {
 
     /// Drains a TCP end: transmissions, events, then its timer.
     fn drive_tcp(&mut self, now: Instant, f: usize, side: usize) {
-        if let Some((t, c)) = self.channel_of[f] {
-            if side == 0 {
-                self.feed_channel(now, t as usize, usize::from(c));
-            }
+        // Only a transfer's flows are channels; most runs have no transfer.
+        let channel = if self.transfers.is_empty() {
+            None
+        } else {
+            self.channel_of[f]
+        };
+        if let (Some((t, c)), 0) = (channel, side) {
+            self.feed_channel(now, t as usize, usize::from(c));
         }
-        let Flow::Tcp(t) = &mut self.flows[f] else {
+        let Flow::Tcp(t) = &self.flows[f] else {
             return;
         };
         let node = if side == 0 { t.spec.from } else { t.spec.to };
@@ -1058,12 +1071,12 @@ impl Simulation {
             let Flow::Tcp(t) = &mut self.flows[f] else {
                 unreachable!()
             };
-            let Some(tx) = t.ends[side].poll_transmit(now, &mut self.pool.peek_free().hdr) else {
+            let slot = self.pool.peek_free();
+            let Some(tx) = t.ends[side].poll_transmit(now, &mut slot.hdr) else {
                 break;
             };
-            let id = self
-                .pool
-                .alloc_peeked(now, tx.header_len as u8, tx.payload_len as u32);
+            slot.stamp(now, tx.header_len as u8, tx.payload_len as u32);
+            let id = self.pool.take_peeked();
             self.forward(now, node, dst, id);
         }
         let Flow::Tcp(t) = &mut self.flows[f] else {
@@ -1081,10 +1094,8 @@ impl Simulation {
             deadline,
             Event::Timer(f as u32, side as u8),
         );
-        if let Some((t, c)) = self.channel_of[f] {
-            if side == 1 {
-                self.channel_progress(now, t as usize, usize::from(c));
-            }
+        if let (Some((t, c)), 1) = (channel, side) {
+            self.channel_progress(now, t as usize, usize::from(c));
         }
     }
 

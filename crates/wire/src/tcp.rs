@@ -75,21 +75,22 @@ mod field {
     pub const OPT_SACKRNG: u8 = 5;
 }
 
-/// Writes the SACK option (RFC 2018 §3) for the blocks present in `ranges`, padded
-/// with two NOPs to a 4-byte boundary, at the front of `buf`; returns its length (0
-/// with no blocks). [`TcpRepr::emit`] writes its SACK blocks with this, and so may an
-/// engine that patches them onto a prebuilt header.
+/// Writes the SACK option (RFC 2018 §3) for the blocks `ranges` yields (the first
+/// [`MAX_SACK_BLOCKS`] of them), padded with two NOPs to a 4-byte boundary, at the
+/// front of `buf`; returns its length (0 with no blocks). [`TcpRepr::emit`] writes its
+/// SACK blocks with this, and so may an engine that patches them onto a prebuilt
+/// header, straight from wherever it keeps them.
 ///
 /// # Panics
 /// If `buf` is shorter than the option (a caller bug).
 pub fn emit_sack_option(
     buf: &mut [u8],
-    ranges: &[Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS],
+    ranges: impl IntoIterator<Item = (TcpSeqNumber, TcpSeqNumber)>,
 ) -> usize {
     // One pass: the blocks first, then the option's head, whose length byte counts
     // them (an engine writes this for every ACK of a recovery).
     let mut at = 4;
-    for (l, r) in ranges.iter().flatten() {
+    for (l, r) in ranges.into_iter().take(MAX_SACK_BLOCKS) {
         buf[at..at + 4].copy_from_slice(&l.0.to_be_bytes());
         buf[at + 4..at + 8].copy_from_slice(&r.0.to_be_bytes());
         at += 8;
@@ -473,7 +474,7 @@ impl TcpRepr {
             ]);
             at += 4;
         }
-        at += emit_sack_option(&mut b[at..], &self.sack_ranges);
+        at += emit_sack_option(&mut b[at..], self.sack_ranges.iter().flatten().copied());
         debug_assert_eq!(at, hl);
         if checksum == Checksum::Both {
             TcpPacket::new_unchecked(&mut *buf).fill_checksum(src, dst, self.segment_len());
@@ -501,7 +502,7 @@ mod tests {
                 *r = Some((TcpSeqNumber(1000 * i), TcpSeqNumber(1000 * i + 500)));
             }
             let mut buf = [0u8; 40];
-            let len = emit_sack_option(&mut buf, &ranges);
+            let len = emit_sack_option(&mut buf, ranges.iter().flatten().copied());
             (ranges, buf[..len].to_vec())
         };
         for n in 1..=MAX_SACK_BLOCKS {

@@ -161,16 +161,12 @@ impl Assembler {
 
     /// Up to `MAX_SACK_BLOCKS` blocks, the one holding the most recently received
     /// segment first, then the other recently changed ones (RFC 2018 §4).
-    pub fn sack_blocks(&self) -> [Option<(u64, u64)>; MAX_SACK_BLOCKS] {
+    pub fn sack_blocks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         //= https://www.rfc-editor.org/rfc/rfc2018#section-4
         //# The first SACK block (i.e., the one immediately following the kind and
         //# length fields in the option) MUST specify the contiguous block of data
         //# containing the segment which triggered this ACK
-        let mut out = [None; MAX_SACK_BLOCKS];
-        for (slot, b) in out.iter_mut().zip(self.sack.iter().flatten()) {
-            *slot = Some(*b);
-        }
-        out
+        self.sack.iter().flatten().copied()
     }
 }
 
@@ -320,19 +316,13 @@ mod tests {
         a.insert(500, 600);
         a.insert(800, 900);
         a.insert(300, 400);
-        let b = a.sack_blocks();
-        assert_eq!(b[0], Some((200, 400)));
-        assert_eq!(b[1], Some((800, 900)));
-        assert_eq!(b[2], Some((500, 600)));
-        assert_eq!(b[3], None);
+        let blocks = |a: &Assembler| a.sack_blocks().collect::<Vec<_>>();
+        assert_eq!(blocks(&a), [(200, 400), (800, 900), (500, 600)]);
         // Filling the hole at 100 puts 200..400 in order: it is no longer reported.
         assert_eq!(a.take_front(200), Some(400));
-        assert_eq!(
-            a.sack_blocks(),
-            [Some((800, 900)), Some((500, 600)), None, None]
-        );
+        assert_eq!(blocks(&a), [(800, 900), (500, 600)]);
         // A segment joining two ranges reports the joined range, once.
         a.insert(600, 800);
-        assert_eq!(a.sack_blocks(), [Some((500, 900)), None, None, None]);
+        assert_eq!(blocks(&a), [(500, 900)]);
     }
 }

@@ -1135,7 +1135,7 @@ impl TcpConnection {
                 // while out-of-order data is held. Same bytes as `TcpRepr::emit` would
                 // write (a test holds the two paths to that).
                 let opt_len = if with_sack {
-                    tcp::emit_sack_option(&mut buf[TEMPLATE_LEN..], &self.sack_ranges())
+                    tcp::emit_sack_option(&mut buf[TEMPLATE_LEN..], self.sack_seqs())
                 } else {
                     0
                 };
@@ -1184,11 +1184,20 @@ impl TcpConnection {
     }
 
     /// The SACK blocks to send, in sequence numbers.
-    fn sack_ranges(&self) -> [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS] {
+    fn sack_seqs(&self) -> impl Iterator<Item = (TcpSeqNumber, TcpSeqNumber)> + '_ {
         let base = self.irs + 1;
         self.asm
             .sack_blocks()
-            .map(|b| b.map(|(l, r)| (base + l as u32, base + r as u32)))
+            .map(move |(l, r)| (base + l as u32, base + r as u32))
+    }
+
+    /// [`sack_seqs`](Self::sack_seqs) as a `TcpRepr` holds them.
+    fn sack_ranges(&self) -> [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS] {
+        let mut out = [None; MAX_SACK_BLOCKS];
+        for (slot, b) in out.iter_mut().zip(self.sack_seqs()) {
+            *slot = Some(b);
+        }
+        out
     }
 
     /// The general emit path: SYN options, or any segment before the template exists

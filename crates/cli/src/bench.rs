@@ -55,6 +55,37 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The processor the figures were measured on, from /proc/cpuinfo (Linux): its name,
+/// family, model and stepping, nominal clock and the CPUs online. The same kind of
+/// virtual machine lands on different processors from one day to the next, and the
+/// rate moves with them by a third or more, so figures are only comparable beside
+/// this line.
+fn cpu_line() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let field = |key: &str| {
+        info.lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let cpus = info
+        .lines()
+        .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
+        .count();
+    let mut line = field("model name")?;
+    if let (Some(family), Some(model)) = (field("cpu family"), field("model")) {
+        line += &format!(" (family {family}, model {model}");
+        if let Some(stepping) = field("stepping") {
+            line += &format!(", stepping {stepping}");
+        }
+        line += ")";
+    }
+    if let Some(mhz) = field("cpu MHz").and_then(|m| m.parse::<f64>().ok()) {
+        line += &format!(", {mhz:.0} MHz");
+    }
+    Some(format!("{line}, {cpus} CPUs online"))
+}
+
 /// Peak resident memory of this process, from /proc (Linux), in KiB.
 fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -165,6 +196,9 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             "fastest / slowest RTT (median data segs/s): {:.2}x",
             hi / lo
         )?;
+    }
+    if let Some(cpu) = cpu_line() {
+        outln!("cpu: {cpu}")?;
     }
     if let Some(kib) = peak_rss_kib() {
         outln!(

@@ -981,6 +981,14 @@ fn bench_repeats_each_rtt_and_reports_the_ratio() {
         .and_then(|r| r.parse().ok())
         .unwrap_or_else(|| panic!("no ratio line in {out}"));
     assert!(ratio >= 1.0, "{out}");
+    // The processor the figures belong to, where Linux says what it is.
+    if std::path::Path::new("/proc/cpuinfo").exists() {
+        let cpu = out
+            .lines()
+            .find_map(|l| l.strip_prefix("cpu: "))
+            .unwrap_or_else(|| panic!("no cpu line in {out}"));
+        assert!(cpu.ends_with("CPUs online"), "{out}");
+    }
     // One RTT: no ratio to report.
     let o = longhaul(
         &[

@@ -72,7 +72,9 @@ fn cpu_line() -> Option<String> {
         .lines()
         .filter(|l| l.split(':').next().is_some_and(|k| k.trim() == "processor"))
         .count();
-    let mut line = field("model name")?;
+    // x86 names the model; other architectures may not (then the fields below, or
+    // at least the CPU count, still tell two machines apart).
+    let mut line = field("model name").unwrap_or_else(|| "unnamed processor".into());
     if let (Some(family), Some(model)) = (field("cpu family"), field("model")) {
         line += &format!(" (family {family}, model {model}");
         if let Some(stepping) = field("stepping") {

@@ -120,8 +120,9 @@ impl PacketPool {
         }
     }
     /// The slot [`alloc`](Self::alloc) will return next, still free: an engine may
-    /// write a header into it and the caller [`alloc`](Self::alloc) it only if the
-    /// engine had something to send. (A bulk sender asks once more than it sends.)
+    /// write a header into it, and only if the engine had something to send does the
+    /// caller [`stamp`](Packet::stamp) it and [`take_peeked`](Self::take_peeked) it.
+    /// (A bulk sender asks once more than it sends.)
     pub fn peek_free(&mut self) -> &mut Packet {
         if self.free.is_empty() {
             self.free.push(self.slots.len() as PacketId);

@@ -20,8 +20,11 @@ fn split(s: &str) -> (f64, &str, bool) {
     }
 }
 
+/// The largest rate a scenario may give, bits per second.
+const MAX_RATE_BPS: f64 = 1e15;
+
 /// Parses a rate: a number and one of `bps`, `kbps`, `Mbps`, `Gbps`, `Tbps` (or the
-/// `b/s` spellings).
+/// `b/s` spellings), from 1 bps to 1000 Tbps.
 pub fn parse_rate(s: &str) -> Result<Bandwidth, String> {
     let (n, unit, ok) = split(s);
     // Case matters: "MB/s" (bytes) and "mbps" (millibits) are not what anyone means.
@@ -36,6 +39,14 @@ pub fn parse_rate(s: &str) -> Result<Bandwidth, String> {
     };
     if !ok || n.is_nan() || n <= 0.0 || !(n * mult).is_finite() || n * mult < 1.0 {
         return Err(format!("`{s}` is not a positive rate of at least 1 bps"));
+    }
+    if n * mult > MAX_RATE_BPS {
+        // Without this, the conversion below would saturate and the run would go
+        // at some other rate than the one written.
+        return Err(format!(
+            "`{s}` is above the largest rate, 1000 Tbps (the clock ticks in nanoseconds: a \
+             1500-byte packet takes 12 ns there)"
+        ));
     }
     Ok(Bandwidth::from_bps((n * mult).round() as u64))
 }
@@ -114,6 +125,16 @@ mod tests {
         assert_eq!(parse_rate("1Gbps").unwrap().as_bps(), 1_000_000_000);
         assert_eq!(parse_rate("2.5 Mb/s").unwrap().as_bps(), 2_500_000);
         assert_eq!(parse_rate("28kbps").unwrap().as_bps(), 28_000);
+        assert_eq!(
+            parse_rate("1000Tbps").unwrap().as_bps(),
+            1_000_000_000_000_000
+        );
+        // Above that the conversion to an integer saturated: refused, not run at
+        // another rate.
+        for s in ["1001Tbps", "1e30Gbps", "1e300bps"] {
+            let e = parse_rate(s).unwrap_err();
+            assert!(e.contains("largest rate"), "{s}: {e}");
+        }
         assert!(parse_rate("1GB/s").is_err());
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("0Mbps").is_err());

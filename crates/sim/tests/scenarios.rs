@@ -48,6 +48,10 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["bad.toml", "topology.links[1].rate", "1Gbps"],
         ),
         (
+            base().replace("rate = \"1Gbps\"", "rate = \"1e30Gbps\""),
+            &["topology.links[1].rate", "largest rate, 1000 Tbps"],
+        ),
+        (
             base().replace("delay = \"10ms\"", "delay = \"10\""),
             &["topology.links[1].delay", "50ms"],
         ),

@@ -1,6 +1,6 @@
 //! `longhaul emu`: run commands in two namespaces joined by the emulated link.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -148,9 +148,9 @@ fn parse_loss(flag: &str, s: &str) -> Result<LossModel, Failure> {
     Ok(m)
 }
 
-fn parse_trace(flag: &str, path: &PathBuf) -> Result<LinkRate, Failure> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| bad(flag, format!("{}: {e}", path.display())))?;
+fn parse_trace(flag: &str, path: &Path) -> Result<LinkRate, Failure> {
+    // A trace is a few thousand lines; 64 MiB is far beyond any.
+    let text = crate::read_small_file(path, 64 << 20).map_err(|e| bad(flag, e))?;
     let t = Trace::parse(&text, &path.display().to_string()).map_err(|e| bad(flag, e))?;
     Ok(LinkRate::Trace(t))
 }

@@ -32,8 +32,8 @@ impl TokenArgs {
     fn token(&self) -> Result<String, Failure> {
         let t = match (&self.token, &self.token_file) {
             (Some(t), _) => t.clone(),
-            (None, Some(f)) => std::fs::read_to_string(f)
-                .map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", f.display())))?
+            (None, Some(f)) => crate::read_small_file(f, 1 << 20)
+                .map_err(|e| Failure::input(anyhow::anyhow!("--token-file {e}")))?
                 .lines()
                 .next()
                 .unwrap_or("")

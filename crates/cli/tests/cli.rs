@@ -663,6 +663,19 @@ fn send_and_recv_over_loopback() {
         assert_eq!(o.status.code(), Some(2), "{source}: {}", stderr(&o));
         assert!(stderr(&o).contains(why), "{source}: {}", stderr(&o));
     }
+    // A token file that never ends (it read until memory ran out) or is a folder.
+    for tok in ["/dev/zero", "src"] {
+        let o = longhaul(
+            &["send", "--token-file", tok, "src", "127.0.0.1:9"],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{tok}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("not a regular file"),
+            "{tok}: {}",
+            stderr(&o)
+        );
+    }
     // A receiving directory that is a file (it said only "File exists").
     let o = longhaul(&["recv", "--token-file", "tok", "bad"], dir.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

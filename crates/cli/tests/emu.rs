@@ -220,6 +220,11 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--loss-up", "ge:0.1"], "--loss-up"),
         (&["--queue", "lots"], "--queue"),
         (&["--trace-up", "/nonexistent/x.trace"], "--trace-up"),
+        // Read until memory ran out.
+        (
+            &["--trace-down", "/dev/zero"],
+            "--trace-down: /dev/zero: not a regular file",
+        ),
         (&["--rtt", "100"], "--rtt"),
         // Was taken as 1 ms without a word.
         (&["--interval", "0s"], "--interval"),

@@ -446,14 +446,45 @@ struct UdpFlowFile {
 
 // ---- loading -------------------------------------------------------------------
 
+/// Largest scenario or sweep file read, bytes. Scenarios are a few kilobytes; the
+/// limit keeps a key that names a device or a huge file (`scenario = "/dev/zero"` in
+/// a sweep) from reading until memory runs out.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads a scenario or sweep file: a regular file of at most [`MAX_FILE_BYTES`].
+/// Anything else (a folder, a FIFO, which would block the open, a device) is an
+/// error naming the path.
+pub(crate) fn read_text(path: &Path) -> Result<String, ScenarioError> {
+    use std::io::Read;
+    let io = |error| ScenarioError::Io {
+        path: path.to_owned(),
+        error,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if !meta.is_file() {
+        return Err(io(std::io::Error::other(
+            "not a regular file (a folder, device or pipe); give a scenario .toml file",
+        )));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(io(std::io::Error::other(format!(
+            "larger than {} MiB; a scenario file is a few kilobytes",
+            MAX_FILE_BYTES >> 20
+        ))));
+    }
+    Ok(text)
+}
+
 impl Scenario {
     /// Loads and validates the scenario file at `path`.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Io {
-            path: path.to_owned(),
-            error,
-        })?;
-        Self::parse(&text, path)
+        Self::parse(&read_text(path)?, path)
     }
 
     /// Parses scenario text; `path` is used in error messages and as the default name.

@@ -343,18 +343,14 @@ pub struct Sweep {
 impl Sweep {
     /// Loads `sweep.toml` and validates every point before anything runs.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let io = |p: &Path| {
-            let p = p.to_owned();
-            move |error| ScenarioError::Io { path: p, error }
-        };
-        let text = std::fs::read_to_string(path).map_err(io(path))?;
+        let text = crate::scenario::read_text(path)?;
         let syntax = |m: String| ScenarioError::Syntax {
             path: path.to_owned(),
             message: m,
         };
         let file: SweepFile = toml::from_str(&text).map_err(|e| syntax(e.to_string()))?;
         let base_path: PathBuf = path.parent().unwrap_or(Path::new(".")).join(&file.scenario);
-        let base_text = std::fs::read_to_string(&base_path).map_err(io(&base_path))?;
+        let base_text = crate::scenario::read_text(&base_path)?;
         let base: toml::Value = toml::from_str(&base_text).map_err(|e| ScenarioError::Syntax {
             path: base_path.clone(),
             message: e.to_string(),

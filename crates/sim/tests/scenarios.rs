@@ -393,6 +393,32 @@ name = "ar-udt"
     assert!(e.contains("variant[0].name"), "{e}");
 }
 
+/// A sweep whose `scenario` names something that is not a small regular file (a
+/// device that never ends, a folder, a file of many megabytes) gets an error naming
+/// that path; it does not read until memory runs out.
+#[test]
+fn sweep_base_must_be_a_small_regular_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sweep = tmp.path().join("sweep.toml");
+    let big = tmp.path().join("big.toml");
+    // 17 MiB of comment lines: valid TOML, over the 16 MiB limit.
+    let line = format!("{}\n", "#".repeat(1023));
+    std::fs::write(&big, line.repeat(17 * 1024)).unwrap();
+    let cases = [
+        ("/dev/zero", "/dev/zero: cannot read: not a regular file"),
+        (".", "not a regular file"),
+        ("big.toml", "big.toml: cannot read: larger than 16 MiB"),
+    ];
+    for (base, want) in cases {
+        std::fs::write(&sweep, format!("scenario = {base:?}\n[grid]\nseed = [1]\n")).unwrap();
+        let e = longhaul_sim::Sweep::load(&sweep).unwrap_err().to_string();
+        assert!(e.contains(want), "{base}: {e}");
+    }
+    // The same checks guard a scenario given directly.
+    let e = longhaul_sim::Scenario::load(&big).unwrap_err().to_string();
+    assert!(e.contains("larger than 16 MiB"), "{e}");
+}
+
 /// A sweep's `[report]` must name grid keys, grid values and variants; each mistake is
 /// an error naming the sweep file and the key.
 #[test]

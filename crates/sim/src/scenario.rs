@@ -829,6 +829,7 @@ impl Loader<'_> {
                 Some(s) => Instant::ZERO + self.time(&format!("{key}.start"), s)?,
                 None => Instant::ZERO,
             };
+            self.starts_in_run(&format!("{key}.start"), start, duration, &f.duration)?;
             flows.push(match fl {
                 FlowFile::Tcp(t) => FlowSpec::Tcp(self.tcp_flow(&key, t, from, to, start)?),
                 FlowFile::Udp(u) => FlowSpec::Udp(self.udp_flow(&key, u, from, to, start)?),
@@ -840,6 +841,12 @@ impl Loader<'_> {
         let mut transfers = vec![];
         for (i, t) in f.transfer.iter().enumerate() {
             let x = self.transfer(i, t, &topology, &hosts, default_ends(i), f.seed, &mut flows)?;
+            self.starts_in_run(
+                &format!("transfer[{i}].start"),
+                x.start,
+                duration,
+                &f.duration,
+            )?;
             transfers.push(x);
         }
         if f.stop_when_done && transfers.is_empty() {
@@ -1668,6 +1675,27 @@ impl Loader<'_> {
         } else {
             Err(self.err(key, "a DSCP is 6 bits: 0 to 63"))
         }
+    }
+
+    /// A flow or transfer that starts at or after the end of the run would never send
+    /// (most likely a unit slip, "100s" for "100ms"): an error, not an empty result.
+    fn starts_in_run(
+        &self,
+        key: &str,
+        start: Instant,
+        duration: Duration,
+        written: &str,
+    ) -> Result<(), ScenarioError> {
+        if start < Instant::ZERO + duration {
+            return Ok(());
+        }
+        Err(self.err(
+            key,
+            format!(
+                "is not before the end of the run (`duration` = \"{written}\"), so it would \
+                 never send: start it earlier or make the run longer"
+            ),
+        ))
     }
 
     fn udp_flow(

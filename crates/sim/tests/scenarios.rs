@@ -52,6 +52,11 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["topology.links[1].rate", "largest rate, 1000 Tbps"],
         ),
         (
+            // "10s" for "10ms": the run ends before the flow starts.
+            base().replace("protocol = \"tcp\"\n", "protocol = \"tcp\"\nstart = \"10s\"\n"),
+            &["flow[0].start", "not before the end of the run (`duration` = \"10s\")"],
+        ),
+        (
             base().replace("delay = \"10ms\"", "delay = \"10\""),
             &["topology.links[1].delay", "50ms"],
         ),

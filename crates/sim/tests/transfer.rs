@@ -332,6 +332,11 @@ fn bad_transfers_are_refused_with_the_key() {
             "files = { count = 1, size = \"1MB\" }\nblock_size = \"0B\"",
             "transfer[0].block_size",
         ),
+        // After the run's end (3000 s): it would never start.
+        (
+            "files = { count = 1, size = \"1MB\" }\nstart = \"3000s\"",
+            "transfer[0].start`: is not before the end of the run",
+        ),
     ];
     for (t, key) in cases {
         let text = path("1Gbps", "5ms", 0.0, t, "");

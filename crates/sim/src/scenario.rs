@@ -1604,8 +1604,19 @@ impl Loader<'_> {
                         "need 0 <= w1 < w2 and w1 + w2 = 1 (the paper's constraint)",
                     ));
                 }
-                if !(a.alpha > 0.0 && a.alpha <= 1.0 && a.beta > 1.0 && a.beta.is_finite()) {
-                    return Err(self.err(k("alpha"), "need 0 < alpha <= 1 < beta"));
+                // Each bound names the key that breaks it (a bad beta was reported as
+                // `alpha`).
+                if !(a.alpha > 0.0 && a.alpha <= 1.0) {
+                    return Err(self.err(
+                        k("alpha"),
+                        format!("is {}; need 0 < alpha <= 1 < beta", a.alpha),
+                    ));
+                }
+                if !(a.beta > 1.0 && a.beta.is_finite()) {
+                    return Err(self.err(
+                        k("beta"),
+                        format!("is {}; need 0 < alpha <= 1 < beta, finite", a.beta),
+                    ));
                 }
                 RateControl::ArUdt(udt, a)
             }

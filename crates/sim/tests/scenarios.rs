@@ -205,6 +205,21 @@ fn errors_name_the_file_the_key_and_the_fix() {
         (
             base().replace(
                 "protocol = \"tcp\"",
+                "protocol = \"udt\"\ncc = \"ar-udt\"\nalpha = 1.5",
+            ),
+            &["flow[0].alpha`: is 1.5", "alpha <= 1"],
+        ),
+        (
+            // Named as `alpha` before: the key at fault is the one named.
+            base().replace(
+                "protocol = \"tcp\"",
+                "protocol = \"udt\"\ncc = \"ar-udt\"\nbeta = 1.0",
+            ),
+            &["flow[0].beta`: is 1", "1 < beta"],
+        ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
                 "protocol = \"udt\"\nprofile = \"udt3\"",
             ),
             &["flow[0].profile", "paper"],

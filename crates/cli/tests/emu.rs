@@ -225,6 +225,13 @@ fn bad_flags_exit_2_naming_the_flag() {
             &["--trace-down", "/dev/zero"],
             "--trace-down: /dev/zero: not a regular file",
         ),
+        (&["--mtu", "100"], "--mtu: 100 is outside"),
+        // Found only after the run, which was lost with it.
+        (
+            &["--json", "/nonexistent/run.json"],
+            "--json: cannot write /nonexistent/run.json",
+        ),
+        (&["--json", "/"], "--json: / is a folder"),
         (&["--rtt", "100"], "--rtt"),
         // Was taken as 1 ms without a word.
         (&["--interval", "0s"], "--interval"),

@@ -183,8 +183,19 @@ pub fn run(a: CompareArgs) -> Result<(), Failure> {
     if a.runs == 0 {
         return Err(bad("runs", "at least 1"));
     }
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| Failure::input(anyhow!("--out {}: {e}", a.out.display())))?;
+    if a.out.exists() && !a.out.is_dir() {
+        // (create_dir_all would say only "File exists".)
+        return Err(bad(
+            "out",
+            format!("{} exists and is not a folder", a.out.display()),
+        ));
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| {
+        Failure::input(anyhow!(
+            "--out {}: cannot create it: {e}; give a folder you can write to",
+            a.out.display()
+        ))
+    })?;
     let interrupted = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, interrupted.clone()).context("signal handler")?;

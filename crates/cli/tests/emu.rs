@@ -211,6 +211,36 @@ fn sigint_removes_namespaces_and_processes() {
     );
 }
 
+/// `longhaul compare` refuses bad flags before it makes any namespace: exit 2, the
+/// flag named. (Parsing needs no root; nothing here runs a link.)
+#[test]
+fn compare_bad_flags_exit_2_naming_the_flag() {
+    let bin = env!("CARGO_BIN_EXE_longhaul");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--schemes", "foo"], "--schemes: `foo` is not a scheme"),
+        (&["--schemes", ","], "--schemes: the list is empty"),
+        (&["--loss", "2"], "--loss: `2` is not a loss probability"),
+        (&["--runs", "0"], "--runs: at least 1"),
+        (&["--duration", "0s"], "--duration: at least 1s"),
+        (&["--rate", "fast"], "--rate"),
+        // It said only "File exists".
+        (
+            &["--out", "/dev/null"],
+            "--out: /dev/null exists and is not a folder",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = Command::new(bin)
+            .arg("compare")
+            .args(*args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
     let bin = env!("CARGO_BIN_EXE_longhaul");

@@ -148,33 +148,6 @@ fn parse_loss(flag: &str, s: &str) -> Result<LossModel, Failure> {
     Ok(m)
 }
 
-/// Checks, before a run that may take long, that a file can be written at `path` at
-/// its end: its folder exists and takes a new file, or the file exists and is
-/// writable. Nothing is left behind and an existing file is not truncated.
-fn writable(flag: &str, path: &Path) -> Result<(), Failure> {
-    let shown = path.display();
-    if path.is_dir() {
-        return Err(bad(flag, format!("{shown} is a folder; give a file name")));
-    }
-    let result = if path.exists() {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(path)
-            .map(drop)
-    } else {
-        std::fs::File::create_new(path).and_then(|f| {
-            drop(f);
-            std::fs::remove_file(path)
-        })
-    };
-    result.map_err(|e| {
-        bad(
-            flag,
-            format!("cannot write {shown}: {e}; give a path you can write to"),
-        )
-    })
-}
-
 fn parse_trace(flag: &str, path: &Path) -> Result<LinkRate, Failure> {
     // A trace is a few thousand lines; 64 MiB is far beyond any.
     let text = crate::read_small_file(path, 64 << 20).map_err(|e| bad(flag, e))?;
@@ -308,7 +281,7 @@ pub fn run(a: EmuArgs) -> Result<(), Failure> {
     }
     let server_wait = parse_time(&a.server_wait).map_err(|e| bad("server-wait", e))?;
     if let Some(p) = &a.json {
-        writable("json", p)?;
+        crate::writable("json", p)?;
     }
     if a.command.is_empty() && duration.is_none() {
         eprintln!("no client command and no --duration: running until Ctrl-C");

@@ -126,6 +126,35 @@ pub fn stdout_error(e: std::io::Error) -> anyhow::Error {
     }
 }
 
+/// Checks, before a run that may take long, that the file a flag names can be
+/// written (at the run's end, or appended to as it goes): its folder exists and takes
+/// a new file, or the file exists and is writable. Nothing is left behind and an
+/// existing file is not truncated.
+pub fn writable(flag: &str, path: &std::path::Path) -> Result<(), Failure> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--{flag}: {shown} is a folder; give a file name"
+        )));
+    }
+    let result = if path.exists() {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(drop)
+    } else {
+        std::fs::File::create_new(path).and_then(|f| {
+            drop(f);
+            std::fs::remove_file(path)
+        })
+    };
+    result.map_err(|e| {
+        Failure::input(anyhow::anyhow!(
+            "--{flag}: cannot write {shown}: {e}; give a path you can write to"
+        ))
+    })
+}
+
 /// Reads a small text file a flag names (a rate trace, a token): a regular file of at
 /// most `max` bytes. The error says which limit was hit, so that `--token-file
 /// /dev/zero` or a FIFO nobody writes to is an input error instead of a read that never

@@ -280,6 +280,9 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         },
         _ => UdtConnConfig::default().rate_control,
     };
+    if let Some(p) = &a.block_log {
+        crate::writable("block-log", p)?;
+    }
     let progress = Arc::new(AtomicU64::new(0));
     let mut opts = SendOptions {
         synthetic,

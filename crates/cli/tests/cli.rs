@@ -676,6 +676,26 @@ fn send_and_recv_over_loopback() {
             stderr(&o)
         );
     }
+    // A block log where none can be written: exit 2 naming the flag, before connecting
+    // (it was exit 1).
+    let o = longhaul(
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--block-log",
+            "/nonexistent/log",
+            "src",
+            "127.0.0.1:9",
+        ],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--block-log: cannot write /nonexistent/log"),
+        "{}",
+        stderr(&o)
+    );
     // A receiving directory that is a file (it said only "File exists").
     let o = longhaul(&["recv", "--token-file", "tok", "bad"], dir.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -213,10 +213,16 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                 Failure::input(anyhow::anyhow!("--synthetic `{z}`: {e} (e.g. 10GiB)"))
             })?),
         };
-    let with_port = if dest
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
-    {
+    let port = dest.rsplit_once(':').map(|(_, p)| p);
+    if let Some(p) = port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        if !p.parse::<u16>().is_ok_and(|n| n > 0) {
+            // It was taken as part of the host name: "failed to lookup address".
+            return Err(Failure::input(anyhow::anyhow!(
+                "`{dest}`: port {p} is not from 1 to 65535"
+            )));
+        }
+    }
+    let with_port = if port.is_some_and(|p| p.parse::<u16>().is_ok()) {
         dest.clone()
     } else {
         format!("{dest}:{DEFAULT_PORT}")

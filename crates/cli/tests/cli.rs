@@ -696,6 +696,24 @@ fn send_and_recv_over_loopback() {
         "{}",
         stderr(&o)
     );
+    for port in ["99999", "0"] {
+        let o = longhaul(
+            &[
+                "send",
+                "--token-file",
+                "tok",
+                "src",
+                &format!("127.0.0.1:{port}"),
+            ],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("port {port} is not from 1 to 65535")),
+            "{}",
+            stderr(&o)
+        );
+    }
     // A receiving directory that is a file (it said only "File exists").
     let o = longhaul(&["recv", "--token-file", "tok", "bad"], dir.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

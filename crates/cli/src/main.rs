@@ -155,27 +155,12 @@ pub fn writable(flag: &str, path: &std::path::Path) -> Result<(), Failure> {
     })
 }
 
-/// Reads a small text file a flag names (a rate trace, a token): a regular file of at
-/// most `max` bytes. The error says which limit was hit, so that `--token-file
-/// /dev/zero` or a FIFO nobody writes to is an input error instead of a read that never
-/// ends.
+/// Reads a small text file a flag names (a rate trace, a token) with the bound
+/// scenario files get, so that `--token-file /dev/zero` or a FIFO nobody writes to is
+/// an input error instead of a read that never ends. The error names the path.
 pub fn read_small_file(path: &std::path::Path, max: u64) -> Result<String, String> {
-    use std::io::Read;
-    let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!(
-            "{shown}: not a regular file (a folder, device or pipe)"
-        ));
-    }
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(max + 1).read_to_string(&mut text))
-        .map_err(|e| format!("{shown}: {e}"))?;
-    if text.len() as u64 > max {
-        return Err(format!("{shown}: larger than {max} bytes"));
-    }
-    Ok(text)
+    longhaul_sim::scenario::read_small_file(path, max)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Whether `e` is our stdout's reader going away, and nothing else.

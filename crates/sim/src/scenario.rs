@@ -451,32 +451,40 @@ struct UdpFlowFile {
 /// a sweep) from reading until memory runs out.
 const MAX_FILE_BYTES: u64 = 16 << 20;
 
-/// Reads a scenario or sweep file: a regular file of at most [`MAX_FILE_BYTES`].
-/// Anything else (a folder, a FIFO, which would block the open, a device) is an
-/// error naming the path.
+/// Reads a scenario or sweep file with [`read_small_file`], the error naming it.
 pub(crate) fn read_text(path: &Path) -> Result<String, ScenarioError> {
-    use std::io::Read;
-    let io = |error| ScenarioError::Io {
+    read_small_file(path, MAX_FILE_BYTES).map_err(|error| ScenarioError::Io {
         path: path.to_owned(),
         error,
-    };
-    let meta = std::fs::metadata(path).map_err(io)?;
-    if !meta.is_file() {
-        return Err(io(std::io::Error::other(
-            "not a regular file (a folder, device or pipe); give a scenario .toml file",
-        )));
+    })
+}
+
+/// Reads a text file that must be a regular file of at most `max` bytes. Anything
+/// else is an `InvalidInput` error saying which: a folder, a device that never ends
+/// (`/dev/zero`), a FIFO (whose open would block), a file over the limit. The
+/// command line reads the other small files its flags name (traces, tokens) with it.
+pub fn read_small_file(path: &Path, max: u64) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a folder, device or pipe)",
+        ));
     }
     let mut text = String::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(io)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(io(std::io::Error::other(format!(
-            "larger than {} MiB; a scenario file is a few kilobytes",
-            MAX_FILE_BYTES >> 20
-        ))));
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        let size = if max.is_multiple_of(1 << 20) {
+            format!("{} MiB", max >> 20)
+        } else {
+            format!("{max} bytes")
+        };
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("larger than {size}"),
+        ));
     }
     Ok(text)
 }

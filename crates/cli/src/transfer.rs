@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Args;
 use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, Transport};
 use longhaul_proto::cc::ArUdtConfig;
-use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
+use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig, MIN_MSS};
 
 use crate::Failure;
 
@@ -262,8 +262,10 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         )));
     }
     let total_channels = total_channels as u16;
-    if !(76..=65_000).contains(&a.mss) {
-        return Err(Failure::input(anyhow::anyhow!("--mss must be 76 to 65000")));
+    if !(MIN_MSS..=65_000).contains(&a.mss) {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--mss must be {MIN_MSS} to 65000"
+        )));
     }
     let max_bw_bps = match &a.rate_limit {
         None => None,

@@ -1650,10 +1650,13 @@ impl Loader<'_> {
             ..UdtConnConfig::default()
         };
         if let Some(m) = u.mss {
-            if !(76..=9000).contains(&m) {
+            if !(longhaul_proto::udt::MIN_MSS..=9000).contains(&m) {
                 return Err(self.err(
                     k("mss"),
-                    "must be from 76 to 9000 bytes (IP and UDP headers included)",
+                    format!(
+                        "must be from {} to 9000 bytes (IP and UDP headers included)",
+                        longhaul_proto::udt::MIN_MSS
+                    ),
                 ));
             }
             c.mss = m;

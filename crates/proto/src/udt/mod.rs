@@ -39,6 +39,9 @@ use estimator::TimeWindow;
 
 /// IP (20) and UDP (8) header bytes counted in the MSS.
 const IP_UDP: u32 = 28;
+/// The smallest MSS: a handshake must fit (UDT4 4.11's `UDT_MSS` floor,
+/// `28 + CHandShake::m_iContentSize`).
+pub const MIN_MSS: u32 = IP_UDP + longhaul_wire::udt::HANDSHAKE_LEN as u32;
 /// SYN, µs.
 const SYN: u64 = SYN_US as u64;
 /// UDT4's timers tick in microseconds and fire strictly after their deadline
@@ -617,11 +620,10 @@ impl UdtConnection {
                     }
                     if self.state == State::Listening {
                         // Adopt the client's ISN; negotiate MSS and window.
+                        if !self.adopt_peer_terms(&h) {
+                            return;
+                        }
                         self.isn = h.initial_seq;
-                        self.peer_id = h.socket_id;
-                        self.cfg.mss = self.cfg.mss.min(h.mss);
-                        self.payload = (self.cfg.mss - IP_UDP) as usize - HEADER_LEN;
-                        self.flow_window = u64::from(h.flight_flag_size);
                         self.establish(now);
                     }
                     self.handshake = HandshakeRepr {
@@ -645,10 +647,9 @@ impl UdtConnection {
                     self.handshake.request_type = -1;
                     self.ctrl.push_back(PendingCtrl::Handshake);
                 } else if self.handshake.request_type == -1 && h.request_type == -1 {
-                    self.peer_id = h.socket_id;
-                    self.cfg.mss = self.cfg.mss.min(h.mss);
-                    self.payload = (self.cfg.mss - IP_UDP) as usize - HEADER_LEN;
-                    self.flow_window = u64::from(h.flight_flag_size);
+                    if !self.adopt_peer_terms(&h) {
+                        return;
+                    }
                     self.establish(now);
                 } else if h.request_type == 1002 {
                     self.state = State::Closed;
@@ -657,6 +658,22 @@ impl UdtConnection {
             }
             _ => self.stats.bad_datagrams += 1,
         }
+    }
+
+    /// Takes the peer's socket ID, MSS (the smaller of the two) and flow window from
+    /// its handshake. A handshake whose MSS is below [`MIN_MSS`] is refused and
+    /// counted bad: taken, it made the payload size wrap to some gigabytes (the
+    /// subtraction below) and the next data packet overran the caller's buffer.
+    fn adopt_peer_terms(&mut self, h: &HandshakeRepr) -> bool {
+        if h.mss < MIN_MSS {
+            self.stats.bad_datagrams += 1;
+            return false;
+        }
+        self.peer_id = h.socket_id;
+        self.cfg.mss = self.cfg.mss.min(h.mss);
+        self.payload = (self.cfg.mss - IP_UDP) as usize - HEADER_LEN;
+        self.flow_window = u64::from(h.flight_flag_size);
+        true
     }
 
     fn establish(&mut self, now: Instant) {

@@ -413,4 +413,43 @@ mod tests {
         split(&tso(10, 1448, 0x02), &mut vec![], |x| s.push(x.to_vec())).unwrap();
         assert!(SegInfo::of(&s[0]).is_none());
     }
+
+    proptest::proptest! {
+        /// Whatever a TUN hands over (a super-packet with any of its header bytes,
+        /// virtio or IP or TCP, damaged, or cut short): splitting and classifying it
+        /// return an answer, never panic, and every segment split off fits a wire
+        /// packet of its `gso_size`.
+        #[test]
+        fn damaged_frames_never_panic(
+            payload in 0usize..4000,
+            mss in 1u16..2000,
+            edits in proptest::collection::vec((0usize..100, proptest::prelude::any::<u8>()), 0..6),
+            cut in proptest::option::of(0usize..4100),
+        ) {
+            let mut f = tso(payload, mss, 0x18);
+            for (at, v) in edits {
+                // The first 100 bytes: the virtio, IPv4 and TCP headers.
+                if let Some(b) = f.get_mut(at) {
+                    *b = v;
+                }
+            }
+            if let Some(c) = cut {
+                f.truncate(c.min(f.len()));
+            }
+            let gso = VnetHdr::parse(&f).map(|h| usize::from(h.gso_size));
+            let mut longest = 0;
+            let _ = split(&f, &mut vec![], |seg| longest = longest.max(seg.len()));
+            if let (Some(g), Some((ihl, doff))) = (gso, f.get(VNET_HDR_LEN..).and_then(tcp4_lengths)) {
+                if VnetHdr::parse(&f).is_some_and(|h| h.gso_type & 0x7f == GSO_TCPV4) {
+                    proptest::prop_assert!(longest <= VNET_HDR_LEN + ihl + doff + g);
+                }
+            }
+            let _ = SegInfo::of(&f);
+            if let Some(info) = SegInfo::of(&f) {
+                let mut out = vec![];
+                coalesce(&[&f, &f], &mut out);
+                proptest::prop_assert!(out.len() >= VNET_HDR_LEN + info.payload());
+            }
+        }
+    }
 }

@@ -14,6 +14,11 @@ pub struct Trace {
     period_ms: u64,
 }
 
+/// The longest trace period, ms. Opportunity times are reckoned in nanoseconds
+/// over the whole run (`time_ns`): with a period near `u64::MAX` ms they wrapped,
+/// and the search for the next opportunity could go round for ever.
+const MAX_PERIOD_MS: u64 = 1_000_000_000;
+
 impl Trace {
     /// Parses a trace file's text. Blank lines are skipped; anything else must be a
     /// non-negative integer not below the line before. `what` names the source in
@@ -55,6 +60,12 @@ impl Trace {
         }
         if ms.windows(2).any(|w| w[1] < w[0]) {
             return Err("the trace's times decrease".into());
+        }
+        if period_ms > MAX_PERIOD_MS {
+            return Err(format!(
+                "the trace's last time, {period_ms} ms, is beyond {MAX_PERIOD_MS} ms \
+                 (11.6 days); a trace is a period of seconds to minutes"
+            ));
         }
         Ok(Trace { ms, period_ms })
     }
@@ -134,6 +145,9 @@ mod tests {
         assert!(e.contains("x.trace:2") && e.contains("decrease"), "{e}");
         assert!(Trace::parse("", "x").unwrap_err().contains("no delivery"));
         assert!(Trace::parse("0\n0\n", "x").unwrap_err().contains("period"));
+        let e = Trace::parse("1\n18446744073709551615\n", "x").unwrap_err();
+        assert!(e.contains("beyond 1000000000 ms"), "{e}");
+        assert!(Trace::parse("1\n1000000000\n", "x").is_ok());
     }
 
     #[test]

@@ -442,8 +442,30 @@ proptest::proptest! {
     /// or cut short), as a hostile or broken peer could send them: the engines never
     /// panic, and the run ends (the loop is bounded by virtual time).
     #[test]
-    fn damaged_datagrams_never_panic(seed in proptest::prelude::any::<u64>(), rate in 1u64..40) {
-        let mut p = Pair::new(cfg(11, MAX_SEQ - 50), cfg(22, 5), 100, |_, _| false);
+    fn damaged_datagrams_never_panic(
+        seed in proptest::prelude::any::<u64>(),
+        rate in 1u64..40,
+        ar_udt in proptest::prelude::any::<bool>(),
+        periodic_nak in proptest::prelude::any::<bool>(),
+    ) {
+        // Both rate controls and both ways of reporting loss: each has its own
+        // handling of the fields a damaged ACK or NAK carries.
+        let with = |c: UdtConnConfig| UdtConnConfig {
+            rate_control: match c.rate_control {
+                RateControl::Udt(u) if ar_udt => {
+                    RateControl::ArUdt(u, crate::cc::ArUdtConfig::default())
+                }
+                other => other,
+            },
+            nak_report: if periodic_nak { NakReport::Periodic } else { NakReport::Once },
+            ..c
+        };
+        let mut p = Pair::new(
+            with(cfg(11, MAX_SEQ - 50)),
+            with(cfg(22, 5)),
+            100,
+            |_, _| false,
+        );
         let mut x = seed | 1;
         let mut next = move || {
             // xorshift64: the test's own stream, from the proptest seed.

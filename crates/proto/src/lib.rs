@@ -22,6 +22,8 @@
 #![warn(missing_docs)]
 
 pub mod cc;
+#[cfg(test)]
+mod damage;
 pub mod rtt;
 pub mod sctp;
 pub mod seq;

@@ -20,11 +20,8 @@ struct Pair {
     server_events: Vec<Event>,
     client_events: Vec<Event>,
     /// Rewrites each datagram as it arrives (the identity unless a test sets it).
-    mangle: Box<Mangle>,
+    mangle: Box<crate::damage::Mangle>,
 }
-
-/// A rewrite of a datagram in flight (see `Pair::mangle`).
-type Mangle = dyn FnMut(&mut Vec<u8>);
 
 impl Pair {
     fn new(cfg: TcpConfig, delay: Duration, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
@@ -522,35 +519,7 @@ proptest::proptest! {
             ..TcpConfig::default()
         };
         let mut p = Pair::new(cfg, Duration::from_millis(10), |n| n % 37 == 0);
-        let mut x = seed | 1;
-        let mut next = move || {
-            // xorshift64: the test's own stream, from the proptest seed.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        p.mangle = Box::new(move |b: &mut Vec<u8>| {
-            if next() % 100 >= rate || b.is_empty() {
-                return;
-            }
-            match next() % 4 {
-                0 => b.truncate((next() as usize) % b.len()),
-                1 => {
-                    let w = (next() as usize % (b.len() / 4).max(1)) * 4;
-                    let v = [0u32, u32::MAX, 0x7fff_ffff, 0x8000_0000][next() as usize % 4];
-                    if w + 4 <= b.len() {
-                        b[w..w + 4].copy_from_slice(&v.to_be_bytes());
-                    }
-                }
-                _ => {
-                    for _ in 0..1 + next() % 3 {
-                        let i = next() as usize % b.len();
-                        b[i] ^= 1 << (next() % 8);
-                    }
-                }
-            }
-        });
+        p.mangle = crate::damage::damage(seed, rate);
         p.client.send(300_000).unwrap();
         p.client.close().unwrap();
         p.drive(Instant::from_nanos(120_000_000_000));

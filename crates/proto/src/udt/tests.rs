@@ -11,9 +11,6 @@ struct Link {
     busy_until: Instant,
 }
 
-/// A rewrite of a datagram in flight (see `Pair::mangle`).
-type Mangle = dyn FnMut(&mut Vec<u8>);
-
 struct Pair {
     client: UdtConnection,
     server: UdtConnection,
@@ -28,7 +25,7 @@ struct Pair {
     received: Vec<u8>,
     transcript: Vec<u8>,
     /// Rewrites each datagram as it arrives (the identity unless a test sets it).
-    mangle: Box<Mangle>,
+    mangle: Box<crate::damage::Mangle>,
 }
 
 fn cfg(socket_id: u32, isn: u32) -> UdtConnConfig {
@@ -466,39 +463,7 @@ proptest::proptest! {
             100,
             |_, _| false,
         );
-        let mut x = seed | 1;
-        let mut next = move || {
-            // xorshift64: the test's own stream, from the proptest seed.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        p.mangle = Box::new(move |b: &mut Vec<u8>| {
-            if next() % 100 >= rate || b.is_empty() {
-                return;
-            }
-            match next() % 4 {
-                0 => b.truncate((next() as usize) % b.len()),
-                1 => {
-                    // A header word set to an extreme: sequence numbers, lengths,
-                    // ACK fields and loss ranges far outside any window.
-                    let w = (next() as usize % (b.len() / 4).max(1)) * 4;
-                    let v = [0u32, u32::MAX, 0x7fff_ffff, 0x8000_0000][next() as usize % 4];
-                    if w + 4 <= b.len() {
-                        b[w..w + 4].copy_from_slice(&v.to_be_bytes());
-                    }
-                }
-                _ => {
-                    for _ in 0..1 + next() % 3 {
-                        // Mostly the headers, where the fields are.
-                        let span = if next() % 2 == 0 { b.len().min(64) } else { b.len() };
-                        let i = next() as usize % span;
-                        b[i] ^= 1 << (next() % 8);
-                    }
-                }
-            }
-        });
+        p.mangle = crate::damage::damage(seed, rate);
         p.transfer(&pattern(200_000), Duration::from_secs(30));
     }
 }

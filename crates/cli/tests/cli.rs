@@ -663,56 +663,44 @@ fn send_and_recv_over_loopback() {
         assert_eq!(o.status.code(), Some(2), "{source}: {}", stderr(&o));
         assert!(stderr(&o).contains(why), "{source}: {}", stderr(&o));
     }
-    // A token file that never ends (it read until memory ran out) or is a folder.
-    for tok in ["/dev/zero", "src"] {
-        let o = longhaul(
-            &["send", "--token-file", tok, "src", "127.0.0.1:9"],
-            dir.path(),
-        );
-        assert_eq!(o.status.code(), Some(2), "{tok}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains("not a regular file"),
-            "{tok}: {}",
-            stderr(&o)
-        );
-    }
-    // A block log where none can be written: exit 2 naming the flag, before connecting
-    // (it was exit 1).
-    let o = longhaul(
-        &[
-            "send",
-            "--token-file",
-            "tok",
-            "--block-log",
-            "/nonexistent/log",
-            "src",
-            "127.0.0.1:9",
-        ],
-        dir.path(),
-    );
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("--block-log: cannot write /nonexistent/log"),
-        "{}",
-        stderr(&o)
-    );
-    for port in ["99999", "0"] {
-        let o = longhaul(
+    // Input errors found before connecting, each exit 2 naming what is wrong:
+    let cases: &[(&[&str], &str)] = &[
+        // a token file that never ends (it was read until memory ran out) or is a
+        // folder;
+        (
+            &["--token-file", "/dev/zero", "src", "127.0.0.1:9"],
+            "not a regular file",
+        ),
+        (
+            &["--token-file", "src", "src", "127.0.0.1:9"],
+            "not a regular file",
+        ),
+        // a block log where none can be written (it was exit 1, after connecting);
+        (
             &[
-                "send",
                 "--token-file",
                 "tok",
+                "--block-log",
+                "/nonexistent/log",
                 "src",
-                &format!("127.0.0.1:{port}"),
+                "127.0.0.1:9",
             ],
-            dir.path(),
-        );
-        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-        assert!(
-            stderr(&o).contains(&format!("port {port} is not from 1 to 65535")),
-            "{}",
-            stderr(&o)
-        );
+            "--block-log: cannot write /nonexistent/log",
+        ),
+        // a port out of range (99999 was taken as part of the host name).
+        (
+            &["--token-file", "tok", "src", "127.0.0.1:99999"],
+            "port 99999 is not from 1 to 65535",
+        ),
+        (
+            &["--token-file", "tok", "src", "127.0.0.1:0"],
+            "port 0 is not from 1 to 65535",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = longhaul(&[&["send"], *args].concat(), dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
     // A receiving directory that is a file (it said only "File exists").
     let o = longhaul(&["recv", "--token-file", "tok", "bad"], dir.path());

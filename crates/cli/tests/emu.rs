@@ -215,7 +215,6 @@ fn sigint_removes_namespaces_and_processes() {
 /// flag named. (Parsing needs no root; nothing here runs a link.)
 #[test]
 fn compare_bad_flags_exit_2_naming_the_flag() {
-    let bin = env!("CARGO_BIN_EXE_longhaul");
     let cases: &[(&[&str], &str)] = &[
         (&["--schemes", "foo"], "--schemes: `foo` is not a scheme"),
         (&["--schemes", ","], "--schemes: the list is empty"),
@@ -229,10 +228,16 @@ fn compare_bad_flags_exit_2_naming_the_flag() {
             "--out: /dev/null exists and is not a folder",
         ),
     ];
+    exit_2_saying(&["compare"], cases, &[]);
+}
+
+/// Runs `longhaul PREFIX ARGS SUFFIX` for each case: exit 2, stderr saying `want`.
+fn exit_2_saying(prefix: &[&str], cases: &[(&[&str], &str)], suffix: &[&str]) {
     for (args, want) in cases {
-        let o = Command::new(bin)
-            .arg("compare")
+        let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+            .args(prefix)
             .args(*args)
+            .args(suffix)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -266,17 +271,7 @@ fn bad_flags_exit_2_naming_the_flag() {
         // Was taken as 1 ms without a word.
         (&["--interval", "0s"], "--interval"),
     ];
-    for (args, flag) in cases {
-        let o = Command::new(bin)
-            .arg("emu")
-            .args(*args)
-            .args(["--", "true"])
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(flag), "{args:?}: {err}");
-    }
+    exit_2_saying(&["emu"], cases, &["--", "true"]);
     // A bad trace line is reported with its file and line number.
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("bad.trace");

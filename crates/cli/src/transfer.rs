@@ -192,6 +192,28 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The receiver's address from `HOST[:PORT]`: a name or an IPv4 address with an
+/// optional port, an IPv6 address bare (`::1`) or in brackets (`[::1]:7070`); the
+/// port defaults to [`DEFAULT_PORT`]. A port out of 1..=65535 is an error saying so
+/// (it used to be taken as part of the host name: "failed to lookup address").
+fn resolve_dest(dest: &str) -> Result<SocketAddr, Failure> {
+    let bad = |m: String| Failure::input(anyhow::anyhow!("`{dest}`: {m}"));
+    if let Ok(ip) = dest.parse::<std::net::IpAddr>() {
+        return Ok(SocketAddr::new(ip, DEFAULT_PORT));
+    }
+    let port = dest.rsplit_once(':').map(|(_, p)| p);
+    let with_port = match port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
+        Some(p) if p.parse::<u16>().is_ok_and(|n| n > 0) => dest.to_string(),
+        Some(p) => return Err(bad(format!("port {p} is not from 1 to 65535"))),
+        None => format!("{dest}:{DEFAULT_PORT}"),
+    };
+    with_port
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("resolves to no address".into()))
+}
+
 #[allow(clippy::disallowed_methods)] // the wall time of a transfer, for its rate
 pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let token = a.token.token()?;
@@ -213,25 +235,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                 Failure::input(anyhow::anyhow!("--synthetic `{z}`: {e} (e.g. 10GiB)"))
             })?),
         };
-    let port = dest.rsplit_once(':').map(|(_, p)| p);
-    if let Some(p) = port.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) {
-        if !p.parse::<u16>().is_ok_and(|n| n > 0) {
-            // It was taken as part of the host name: "failed to lookup address".
-            return Err(Failure::input(anyhow::anyhow!(
-                "`{dest}`: port {p} is not from 1 to 65535"
-            )));
-        }
-    }
-    let with_port = if port.is_some_and(|p| p.parse::<u16>().is_ok()) {
-        dest.clone()
-    } else {
-        format!("{dest}:{DEFAULT_PORT}")
-    };
-    let dest = with_port
-        .to_socket_addrs()
-        .map_err(|e| Failure::input(anyhow::anyhow!("`{dest}`: {e}")))?
-        .next()
-        .ok_or_else(|| Failure::input(anyhow::anyhow!("`{dest}` resolves to no address")))?;
+    let dest = resolve_dest(dest)?;
     let paths: Vec<PathBuf> = paths.iter().map(PathBuf::from).collect();
     for p in &paths {
         let why = match std::fs::metadata(p) {
@@ -450,4 +454,33 @@ fn memory_cap(s: &str) -> Result<u64, Failure> {
                 "--memory-cap `{s}`: give a size of at least 1 MiB, e.g. 512MiB"
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiver_addresses() {
+        let ok = |s: &str| match resolve_dest(s) {
+            Ok(a) => a.to_string(),
+            Err(e) => panic!("{s}: {}", e.error),
+        };
+        assert_eq!(ok("127.0.0.1"), "127.0.0.1:7070");
+        assert_eq!(ok("127.0.0.1:9"), "127.0.0.1:9");
+        assert_eq!(ok("::1"), "[::1]:7070");
+        assert_eq!(ok("[::1]"), "[::1]:7070");
+        assert_eq!(ok("[::1]:9"), "[::1]:9");
+        for (s, why) in [
+            ("127.0.0.1:99999", "port 99999 is not from 1 to 65535"),
+            ("127.0.0.1:0", "port 0 is not from 1 to 65535"),
+        ] {
+            let Err(e) = resolve_dest(s) else {
+                panic!("{s} accepted")
+            };
+            assert!(e.input, "{s}: an input error");
+            let e = e.error.to_string();
+            assert!(e.contains(why), "{s}: {e}");
+        }
+    }
 }

@@ -89,7 +89,8 @@ pub enum RateControl {
 /// A connection's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdtConnConfig {
-    /// Packet size, IP and UDP headers included (UDT4's MSS, default 1500).
+    /// Packet size, IP and UDP headers included (UDT4's MSS, default 1500; at least
+    /// [`MIN_MSS`]).
     pub mss: u32,
     /// Largest flow window offered, packets (`m_iFlightFlagSize`, 25600).
     pub flight_flag_size: u32,
@@ -321,7 +322,11 @@ fn micros(d: Duration) -> u64 {
 
 impl UdtConnection {
     /// A connection that has not started.
+    ///
+    /// # Panics
+    /// If `cfg.mss` is below [`MIN_MSS`] (callers validate their input against it).
     pub fn new(cfg: UdtConnConfig, now: Instant) -> Self {
+        assert!(cfg.mss >= MIN_MSS, "UDT MSS {} is below {MIN_MSS}", cfg.mss);
         let isn = UdtSeqNumber::new(cfg.isn);
         let cc = match cfg.rate_control {
             RateControl::Udt(c) => AnyRate::Udt(Udt::new(c, now, isn.dec())),

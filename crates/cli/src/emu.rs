@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use clap::Args;
+use longhaul_emu::config::MTU_RANGE;
 use longhaul_emu::emulator::{CLIENT_ADDR, SERVER_ADDR};
 use longhaul_emu::stats::{DirReport, EmuReport};
 use longhaul_emu::trace::Trace;
@@ -184,9 +185,12 @@ fn config(a: &EmuArgs) -> Result<EmuConfig, Failure> {
     if let Some(p) = &a.trace_down {
         cfg.down.rate = parse_trace("trace-down", p)?;
     }
-    if !(576..=9000).contains(&a.mtu) {
-        // (`validate` below says the same without the flag's name.)
-        return Err(bad("mtu", format!("{} is outside 576..=9000 bytes", a.mtu)));
+    if !MTU_RANGE.contains(&a.mtu) {
+        // (`validate` below would say so too, without the flag's name.)
+        return Err(bad(
+            "mtu",
+            format!("{} is outside {MTU_RANGE:?} bytes", a.mtu),
+        ));
     }
     let q = parse_queue(&a.queue).map_err(|e| bad("queue", e))?;
     for d in [&mut cfg.up, &mut cfg.down] {

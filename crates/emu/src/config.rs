@@ -132,9 +132,12 @@ pub struct EmuConfig {
     pub down: DirectionConfig,
     /// Seeds both directions' loss RNGs (each direction draws its own stream).
     pub seed: u64,
-    /// MTU of the TUN devices, bytes.
+    /// MTU of the TUN devices, bytes (within [`MTU_RANGE`]).
     pub mtu: u16,
 }
+
+/// The MTUs the emulated link takes, bytes: IPv4's minimum datagram to jumbo frames.
+pub const MTU_RANGE: std::ops::RangeInclusive<u16> = 576..=9000;
 
 impl EmuConfig {
     /// A symmetric link: `rate` and `delay` each way, Bernoulli loss `loss` each way,
@@ -181,8 +184,8 @@ impl EmuConfig {
                 _ => {}
             }
         }
-        if !(576..=9000).contains(&self.mtu) {
-            return Err(format!("mtu {} is outside 576..=9000", self.mtu));
+        if !MTU_RANGE.contains(&self.mtu) {
+            return Err(format!("mtu {} is outside {MTU_RANGE:?}", self.mtu));
         }
         Ok(())
     }

@@ -668,9 +668,12 @@ impl UdtConnection {
     /// Takes the peer's socket ID, MSS (the smaller of the two) and flow window from
     /// its handshake. A handshake whose MSS is below [`MIN_MSS`] is refused and
     /// counted bad: taken, it made the payload size wrap to some gigabytes (the
-    /// subtraction below) and the next data packet overran the caller's buffer.
+    /// subtraction below) and the next data packet overran the caller's buffer. So
+    /// is one whose flight flag size is 0: taken, the sender could never have a
+    /// packet in flight, and the connection stalled with nothing said (UDT4's
+    /// `UDT_FC` option is at least 1 for the same reason).
     fn adopt_peer_terms(&mut self, h: &HandshakeRepr) -> bool {
-        if h.mss < MIN_MSS {
+        if h.mss < MIN_MSS || h.flight_flag_size == 0 {
             self.stats.bad_datagrams += 1;
             return false;
         }

@@ -407,28 +407,33 @@ fn max_bw_caps_the_sending_rate() {
     );
 }
 
-/// A handshake whose MSS is below UDT4's floor (76: a handshake must fit) is refused
-/// and counted, whichever side gets it. Taken, an MSS of 0 made the payload size
-/// wrap and the next data packet overran the buffer (`damaged_datagrams_never_panic`
-/// found it).
+/// A handshake whose MSS is below UDT4's floor (76: a handshake must fit), or whose
+/// flight flag size is 0, is refused and counted, whichever side gets it. Taken, an
+/// MSS of 0 made the payload size wrap and the next data packet overran the buffer
+/// (`damaged_datagrams_never_panic` found it); a flight flag size of 0 stalled the
+/// connection silently.
 #[test]
-fn a_handshake_with_a_tiny_mss_is_refused() {
-    for to_server in [true, false] {
+fn a_handshake_with_impossible_terms_is_refused() {
+    // Content word 3 (offset 28) is the MSS, word 4 (offset 32) the flight flag size.
+    for ((at, value), to_server) in [(28, 40u32), (32, 0)]
+        .into_iter()
+        .flat_map(|term| [(term, true), (term, false)])
+    {
         let mut p = Pair::new(cfg(11, 1), cfg(22, 5), 100, |_, _| false);
         p.mangle = Box::new(move |b: &mut Vec<u8>| {
-            // Control type 0 is a handshake; its MSS is content word 3 (offset 28).
-            // The client's requests are 16 + 48 bytes, as are the server's answers:
+            // Control type 0 is a handshake. The client's requests are 16 + 48 bytes, as are the server's answers:
             // tell them apart by the socket ID word (offset 40), the sender's.
             let from_client = b.get(40..44) == Some(&11u32.to_be_bytes()[..]);
             if b.len() >= 32 && b[0] == 0x80 && b[1] == 0 && from_client == to_server {
-                b[28..32].copy_from_slice(&40u32.to_be_bytes());
+                b[at..at + 4].copy_from_slice(&value.to_be_bytes());
             }
         });
         p.transfer(&pattern(10_000), Duration::from_secs(5));
-        assert!(p.received.is_empty(), "to_server {to_server}");
-        assert_ne!(p.client.state(), State::Connected);
+        let case = format!("word at {at} = {value}, to_server {to_server}");
+        assert!(p.received.is_empty(), "{case}");
+        assert_ne!(p.client.state(), State::Connected, "{case}");
         let refused = if to_server { &p.server } else { &p.client };
-        assert!(refused.stats().bad_datagrams > 0, "to_server {to_server}");
+        assert!(refused.stats().bad_datagrams > 0, "{case}");
     }
 }
 

@@ -272,6 +272,14 @@ pub fn run(a: EmuArgs) -> Result<(), Failure> {
         .as_deref()
         .map(|d| parse_time(d).map_err(|e| bad("duration", e)))
         .transpose()?;
+    if duration.is_some_and(|d| d.is_zero()) {
+        // Zero stopped the run before a packet crossed, and wrote an empty report.
+        return Err(bad(
+            "duration",
+            "0 stops before anything runs; give a time above zero (e.g. 30s), or leave \
+             it out to stop when the client command exits",
+        ));
+    }
     let interval = parse_time(&a.interval).map_err(|e| bad("interval", e))?;
     if interval < longhaul_emu::MIN_INTERVAL {
         return Err(bad(

@@ -270,6 +270,8 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--rtt", "100"], "--rtt"),
         // Was taken as 1 ms without a word.
         (&["--interval", "0s"], "--interval"),
+        // Stopped before anything ran, with exit 0 and an empty report.
+        (&["--duration", "0s"], "--duration: 0 stops"),
     ];
     exit_2_saying(&["emu"], cases, &["--", "true"]);
     // A bad trace line is reported with its file and line number.

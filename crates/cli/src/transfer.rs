@@ -336,28 +336,19 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let total: u64 = match synthetic {
         Some(n) => n,
         None => {
-            let listing = longhaul_net::transfer::list_files(&opts.paths)?;
-            if !listing.skipped.is_empty() {
-                let shown: Vec<String> = listing
-                    .skipped
-                    .iter()
-                    .take(5)
-                    .map(|p| p.display().to_string())
-                    .collect();
-                let more = listing.skipped.len().saturating_sub(shown.len());
-                eprintln!(
-                    "warning: not sent: {} symbolic link(s) or special file(s) inside the \
-                     directories given (only regular files are sent; links inside a tree \
-                     are not followed): {}{}",
-                    listing.skipped.len(),
-                    shown.join(", "),
-                    if more > 0 {
-                        format!(" and {more} more")
-                    } else {
-                        String::new()
-                    }
-                );
-            }
+            // Every failure here is about the paths given, before any connection.
+            let listing =
+                longhaul_net::transfer::list_files(&opts.paths).map_err(Failure::input)?;
+            warn_not_sent(
+                &listing.skipped,
+                "symbolic link(s) or special file(s) inside the directories given (only \
+                 regular files are sent; links inside a tree are not followed)",
+            );
+            warn_not_sent(
+                &listing.partial,
+                "partial file(s) of an interrupted `longhaul recv` inside the directories \
+                 given (.NAME.longhaul-part, .NAME.longhaul-journal: no receiver takes them)",
+            );
             let total = listing.files.iter().map(|f| f.2).sum();
             // What is sent is what was counted: the trees are not walked again.
             opts.listing = Some(listing);
@@ -442,6 +433,28 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         )?;
     }
     Ok(())
+}
+
+/// Warns on stderr that `paths` (if any) were not sent, and why: the first five
+/// named, and how many more.
+fn warn_not_sent(paths: &[PathBuf], what: &str) {
+    if paths.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = paths
+        .iter()
+        .take(5)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = match paths.len() - shown.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    eprintln!(
+        "warning: not sent: {} {what}: {}{more}",
+        paths.len(),
+        shown.join(", ")
+    );
 }
 
 /// `--memory-cap`: a size of at least 1 MiB.

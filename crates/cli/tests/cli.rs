@@ -696,6 +696,11 @@ fn send_and_recv_over_loopback() {
             &["--token-file", "tok", "src", "127.0.0.1:0"],
             "port 0 is not from 1 to 65535",
         ),
+        // sources whose names clash at the receiver (it was exit 1, naming neither).
+        (
+            &["--token-file", "tok", "src", "src", "127.0.0.1:9"],
+            "would both be `src/",
+        ),
     ];
     for (args, want) in cases {
         let o = longhaul(&[&["send"], *args].concat(), dir.path());

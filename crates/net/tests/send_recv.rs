@@ -287,16 +287,15 @@ fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
 
 /// A hand-written sender: authenticates, then offers `name` of `size` bytes.
 fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
-    open_session(addr, token, name, size, Transport::Udt).0
+    open_session(addr, token, &[(name, size)], Transport::Udt).0
 }
 
-/// [`offer_sized`], keeping the control connection: the reply, its reading side and
-/// its writing side.
+/// A hand-written sender: authenticates, then offers `files` (names and sizes),
+/// keeping the control connection: the reply, its reading side and its writing side.
 fn open_session(
     addr: SocketAddr,
     token: &str,
-    name: &str,
-    size: u64,
+    files: &[(&str, u64)],
     transport: Transport,
 ) -> (Msg, BufReader<TcpStream>, TcpStream) {
     let s = TcpStream::connect(addr).unwrap();
@@ -323,10 +322,13 @@ fn open_session(
     send(&Msg::Auth {
         mac: mac.to_hex().to_string(),
     });
-    let files = vec![longhaul_net::transfer::FileEntry {
-        path: name.into(),
-        size,
-    }];
+    let files = files
+        .iter()
+        .map(|&(name, size)| longhaul_net::transfer::FileEntry {
+            path: name.into(),
+            size,
+        })
+        .collect();
     send(&Msg::Offer {
         files,
         channels: 1,
@@ -346,7 +348,7 @@ fn open_session(
 fn a_failing_receiver_says_why_and_closes_the_control_channel() {
     let dst = tempfile::tempdir().unwrap();
     let (addr, h) = receiver(recv_opts(dst.path(), "s3cret"));
-    let (reply, mut r, mut w) = open_session(addr, "s3cret", "x.dat", 10, Transport::Udt);
+    let (reply, mut r, mut w) = open_session(addr, "s3cret", &[("x.dat", 10)], Transport::Udt);
     assert!(matches!(reply, Msg::Accept { .. }), "{reply:?}");
     let mut l = serde_json::to_vec(&Msg::Digest {
         file: 0,
@@ -381,7 +383,7 @@ fn a_data_channel_without_the_sessions_ticket_is_refused() {
         timeout: Duration::from_secs(3),
         ..recv_opts(dst.path(), "s3cret")
     });
-    let (reply, _r, mut w) = open_session(addr, "s3cret", "x.dat", 10, Transport::Tcp);
+    let (reply, _r, mut w) = open_session(addr, "s3cret", &[("x.dat", 10)], Transport::Tcp);
     let Msg::Accept { ports, .. } = reply else {
         panic!("{reply:?}")
     };
@@ -443,6 +445,77 @@ fn unsafe_names_and_existing_files_are_refused_with_nothing_written() {
     );
     assert!(h.join().unwrap().is_err());
     assert_eq!(std::fs::read(dst.path().join("there")).unwrap(), b"keep me");
+}
+
+/// Offers whose files would land on each other are refused before anything is
+/// written: a file with the form of another's part file (taken, the one renamed
+/// over the other while both were "verified"), a file where another needs a
+/// folder, and names in the way of the receiver's own files.
+#[test]
+fn offers_whose_files_would_collide_are_refused_with_nothing_written() {
+    let cases: &[(&[(&str, u64)], &str)] = &[
+        (
+            &[("x", 10 << 20), (".x.longhaul-part", 1000)],
+            "partial files",
+        ),
+        (&[("t/.x.longhaul-journal", 10)], "partial files"),
+        (
+            &[("d", 10), ("d/x", 10)],
+            "inside a folder that is also offered",
+        ),
+        (
+            &[("d", 10), ("d-1", 10), ("d/e/x", 10)],
+            "inside a folder that is also",
+        ),
+        (&[("here/x", 10)], "goes through a file"),
+        (&[("dir", 10)], "is a folder on the receiver"),
+    ];
+    for (files, why) in cases {
+        let dst = tempfile::tempdir().unwrap();
+        std::fs::write(dst.path().join("here"), b"keep").unwrap();
+        std::fs::create_dir(dst.path().join("dir")).unwrap();
+        let (addr, h) = receiver(recv_opts(dst.path(), "t"));
+        let (reply, _r, _w) = open_session(addr, "t", files, Transport::Udt);
+        assert!(
+            matches!(&reply, Msg::Reject { reason } if reason.contains(why)),
+            "{files:?}: {reply:?}"
+        );
+        assert!(h.join().unwrap().is_err());
+        let mut left: Vec<_> = std::fs::read_dir(dst.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["dir", "here"], "{files:?}");
+        assert_eq!(std::fs::read(dst.path().join("here")).unwrap(), b"keep");
+    }
+}
+
+/// A tree holding a receiver's partial file beside the file it belongs to (a tree
+/// received in part, sent on): the partial file is not sent, and the file arrives.
+/// Before, both were offered, the receiver took the one as the other's part file,
+/// and the sender reported both verified while one was lost.
+#[test]
+fn a_partial_file_in_a_tree_is_not_sent() {
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("t");
+    write(&tree.join("x"), 10 << 20, 1);
+    write(&tree.join(".x.longhaul-part"), 1000, 2);
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    let (sent, got) = outcome(
+        send(&send_opts(vec![tree.clone()], addr, "k", 2)),
+        h,
+        "partial",
+    );
+    assert_eq!((sent.files, got.files), (1, 1));
+    assert!(same_file(&tree.join("x"), &dst.path().join("t/x")));
+    let mut left: Vec<_> = std::fs::read_dir(dst.path().join("t"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["x"]);
 }
 
 /// Both sides' data channels drop 10 % of their datagrams, duplicate 5 % and

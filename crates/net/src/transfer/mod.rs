@@ -87,6 +87,9 @@ pub enum TransferError {
     /// The peer broke the protocol, or refused.
     #[error("{0}")]
     Protocol(String),
+    /// The paths given to send cannot be sent as they are (the message names them).
+    #[error("{0}")]
+    Source(String),
     /// The sender's token did not authenticate.
     #[error("authentication failed: the tokens differ")]
     Auth,
@@ -162,9 +165,48 @@ pub(crate) fn channel_ticket(token: &str, nonce: &[u8], c: usize) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// What the receiver calls its working files beside a file `NAME` it receives:
+/// `.NAME` and one of these (the blocks so far; the journal of checked blocks; the
+/// journal's replacement while it is rewritten).
+const WORKING_SUFFIXES: [&str; 3] = [
+    ".longhaul-part",
+    ".longhaul-journal",
+    ".longhaul-journal.new",
+];
+
+/// The part file of `path`: its blocks until it is complete and checked.
+pub(crate) fn part_path(path: &Path) -> PathBuf {
+    working_path(path, WORKING_SUFFIXES[0])
+}
+
+/// The journal of `path`: the blocks its part file holds, checked.
+pub(crate) fn journal_path(path: &Path) -> PathBuf {
+    working_path(path, WORKING_SUFFIXES[1])
+}
+
+/// The journal of `path` while it is rewritten.
+pub(crate) fn new_journal_path(path: &Path) -> PathBuf {
+    working_path(path, WORKING_SUFFIXES[2])
+}
+
+fn working_path(path: &Path, suffix: &str) -> PathBuf {
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    path.with_file_name(format!(".{name}{suffix}"))
+}
+
+/// Whether a file name (the last part of a path) has the form of a receiver's
+/// working file. Such a file is never received: written as a file, it could be
+/// another file's part file, and one would overwrite the other. (It is most likely
+/// left over from an interrupted session in a tree now being sent on.)
+pub fn is_working_file(file_name: &str) -> bool {
+    file_name.starts_with('.') && WORKING_SUFFIXES.iter().any(|s| file_name.ends_with(s))
+}
+
 /// A relative name offered by a sender, checked and joined under `root`: no
 /// absolute paths, no `..`, no empty or `.` parts, no component that is a symlink
-/// on the receiver's side (which could lead out of `root`).
+/// on the receiver's side (which could lead out of `root`) or a file there (a
+/// folder cannot be made in its place), not a folder in the receiver's way, and not
+/// a name of the receiver's working files ([`is_working_file`]).
 pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
     let bad = |why| TransferError::UnsafePath {
         path: name.to_string(),
@@ -180,15 +222,28 @@ pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
     {
         return Err(bad("has an empty, `.` or `..` component, or is absolute"));
     }
+    if name.rsplit('/').next().is_some_and(is_working_file) {
+        return Err(bad(
+            "has the form of the receiver's own partial files (.NAME.longhaul-part, \
+             .NAME.longhaul-journal): left over from an interrupted session?",
+        ));
+    }
     let rel = Path::new(name);
     let mut out = root.to_path_buf();
-    for c in rel.components() {
+    let last = rel.components().count();
+    for (i, c) in rel.components().enumerate() {
         match c {
             Component::Normal(p) => {
                 out.push(p);
                 if let Ok(m) = std::fs::symlink_metadata(&out) {
                     if m.file_type().is_symlink() {
                         return Err(bad("goes through a symbolic link"));
+                    }
+                    if i + 1 < last && !m.is_dir() {
+                        return Err(bad("goes through a file on the receiver"));
+                    }
+                    if i + 1 == last && m.is_dir() {
+                        return Err(bad("is a folder on the receiver"));
                     }
                 }
             }
@@ -223,6 +278,28 @@ mod tests {
         }
         std::os::unix::fs::symlink("/tmp", root.path().join("link")).unwrap();
         assert!(safe_join(root.path(), "link/x").is_err());
+        // Where the receiver's files are in the way: a file where a folder must be
+        // made, a folder where the file must go.
+        std::fs::write(root.path().join("f"), "f").unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        for (name, why) in [
+            ("f/x", "goes through a file"),
+            ("d", "is a folder"),
+            // Another file's part file, or a journal.
+            (".x.longhaul-part", "partial files"),
+            ("a/.x.longhaul-journal", "partial files"),
+            ("a/.x.longhaul-journal.new", "partial files"),
+        ] {
+            let e = safe_join(root.path(), name).unwrap_err().to_string();
+            assert!(e.contains(why), "{name}: {e}");
+        }
+        assert!(safe_join(root.path(), "f").is_ok());
+        assert!(safe_join(root.path(), "d/x").is_ok());
+        assert!(safe_join(root.path(), "x.longhaul-part").is_ok());
+        assert_eq!(
+            part_path(&root.path().join("a/b.dat")),
+            root.path().join("a/.b.dat.longhaul-part")
+        );
         assert_eq!(
             safe_join(root.path(), "a/b.dat").unwrap(),
             root.path().join("a/b.dat")

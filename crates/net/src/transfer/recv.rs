@@ -18,7 +18,10 @@ use longhaul_wire::block::BlockPacket;
 
 use super::channel::{DataChannel, Listener};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
-use super::{channel_ticket, key, safe_join, TransferError, END_OF_CHANNEL};
+use super::{
+    channel_ticket, journal_path, key, new_journal_path, part_path, safe_join, TransferError,
+    END_OF_CHANNEL,
+};
 use crate::clock::Clock;
 use crate::Impairment;
 
@@ -356,6 +359,19 @@ pub fn receive(
         }
         targets.push((path, f.size));
     }
+    // A file offered where another offered file needs a folder (`d` and `d/x`).
+    if let Some((path, _)) = targets.iter().find(|(path, _)| {
+        path.ancestors()
+            .skip(1)
+            .take_while(|a| *a != opts.dir)
+            .any(|a| seen.contains(a))
+    }) {
+        let e = TransferError::Protocol(format!(
+            "`{}` is offered inside a folder that is also offered as a file",
+            path.strip_prefix(&opts.dir).unwrap_or(path).display()
+        ));
+        return Err(refuse(&mut ctl, e));
+    }
     // Room for everything, before anything is written.
     let need: u64 = if opts.discard {
         0
@@ -387,9 +403,8 @@ pub fn receive(
                 .map_err(TransferError::io(parent.display().to_string()))?;
             made_dir = Some(parent.clone());
         }
-        let name = path.file_name().expect("a file name").to_string_lossy();
-        let part = parent.join(format!(".{name}.longhaul-part"));
-        let journal_path = parent.join(format!(".{name}.longhaul-journal"));
+        let part = part_path(&path);
+        let journal_path = journal_path(&path);
         let journaled = size > u64::from(block_size) && !opts.discard;
         let mut hashes = BTreeMap::new();
         if journaled {
@@ -417,7 +432,7 @@ pub fn receive(
             for (o, h) in &hashes {
                 text.push_str(&journal_line(*o, h));
             }
-            let fresh = parent.join(format!(".{name}.longhaul-journal.new"));
+            let fresh = new_journal_path(&path);
             std::fs::write(&fresh, text)
                 .and_then(|()| std::fs::rename(&fresh, &journal_path))
                 .map_err(TransferError::io(journal_path.display().to_string()))?;

@@ -120,6 +120,10 @@ pub struct Listing {
     /// What is not sent: symbolic links and special files inside the directories
     /// given (links given as paths themselves are followed).
     pub skipped: Vec<PathBuf>,
+    /// Not sent either: files inside the directories given that have the form of a
+    /// receiver's working files ([`super::is_working_file`]), which no receiver
+    /// accepts (left over from an interrupted session in a tree being sent on).
+    pub partial: Vec<PathBuf>,
 }
 
 /// The files under `paths`, and what is left out.
@@ -140,9 +144,21 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
                 walk(&e.path(), format!("{name}/{child}"), false, out)?;
             }
         } else if m.is_file() {
-            out.files.push((p.to_path_buf(), name, m.len()));
+            let file_name = name.rsplit('/').next().unwrap_or(&name);
+            if !super::is_working_file(file_name) {
+                out.files.push((p.to_path_buf(), name, m.len()));
+            } else if top {
+                return Err(TransferError::Source(format!(
+                    "{}: has the form of a longhaul receiver's partial file \
+                     (.NAME.longhaul-part, .NAME.longhaul-journal), which no receiver \
+                     accepts; rename it to send it",
+                    p.display()
+                )));
+            } else {
+                out.partial.push(p.to_path_buf());
+            }
         } else if top {
-            return Err(TransferError::Protocol(format!(
+            return Err(TransferError::Source(format!(
                 "{}: not a regular file or a directory (only those are sent)",
                 p.display()
             )));
@@ -158,18 +174,48 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
             .ok()
             .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
             .ok_or_else(|| {
-                TransferError::Protocol(format!("{}: no such file or directory", p.display()))
+                TransferError::Source(format!("{}: no such file or directory", p.display()))
             })?;
         walk(p, name, true, &mut out)?;
     }
     out.files.sort_by(|a, b| a.1.cmp(&b.1));
-    if let Some(w) = out.files.windows(2).find(|w| w[0].1 == w[1].1) {
-        return Err(TransferError::Protocol(format!(
-            "two sources would both be `{}`",
+    check_names(&out.files)?;
+    Ok(out)
+}
+
+/// Refuses a listing whose names the receiver could not all write: two files with
+/// one name (`a/x` and `b/x` given together), or a file whose name is a folder of
+/// another's (a file `d` and a folder `d` given together). `files` is sorted by name.
+fn check_names(files: &[(PathBuf, String, u64)]) -> Result<(), TransferError> {
+    let other_run = "send one of them in another run (a path given keeps only its last \
+                     part as its name at the receiver)";
+    if let Some(w) = files.windows(2).find(|w| w[0].1 == w[1].1) {
+        return Err(TransferError::Source(format!(
+            "{} and {} would both be `{}` at the receiver: {other_run}",
+            w[0].0.display(),
+            w[1].0.display(),
             w[0].1
         )));
     }
-    Ok(out)
+    let by_name: std::collections::HashMap<&str, &Path> = files
+        .iter()
+        .map(|f| (f.1.as_str(), f.0.as_path()))
+        .collect();
+    for (src, name, _) in files {
+        let folders = name.match_indices('/').map(|(i, _)| &name[..i]);
+        if let Some((folder, file)) = folders
+            .filter_map(|d| by_name.get(d).map(|f| (d, f)))
+            .next()
+        {
+            return Err(TransferError::Source(format!(
+                "{} would be `{name}` at the receiver, inside a folder `{folder}`, but {} \
+                 is a file of that name: {other_run}",
+                src.display(),
+                file.display(),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One file's progress on the sending side.
@@ -712,5 +758,71 @@ mod tests {
         assert_eq!(skipped, [link.join("out"), link.join("sub/loop")]);
         let e = list_files(&[PathBuf::from("/dev/null")]).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
+    }
+
+    /// A receiver's working files in a tree are listed apart, not sent (no receiver
+    /// would take them); given by name, one is an error.
+    #[test]
+    fn partial_files_of_a_receiver_are_not_sent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let tree = tmp.path().join("tree");
+        std::fs::create_dir(&tree).unwrap();
+        for f in [
+            "x",
+            ".x.longhaul-part",
+            ".x.longhaul-journal",
+            "y.longhaul-part",
+        ] {
+            std::fs::write(tree.join(f), f).unwrap();
+        }
+        let l = list_files(std::slice::from_ref(&tree)).unwrap();
+        let names: Vec<&str> = l.files.iter().map(|f| f.1.as_str()).collect();
+        assert_eq!(names, ["tree/x", "tree/y.longhaul-part"]);
+        let mut partial = l.partial.clone();
+        partial.sort();
+        assert_eq!(
+            partial,
+            [
+                tree.join(".x.longhaul-journal"),
+                tree.join(".x.longhaul-part")
+            ]
+        );
+        let e = list_files(&[tree.join(".x.longhaul-part")]).unwrap_err();
+        assert!(e.to_string().contains("rename it to send it"), "{e}");
+    }
+
+    /// Names the receiver could not all write are refused before anything is sent,
+    /// naming both sources.
+    #[test]
+    fn clashing_names_are_refused_naming_both_sources() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = |rel: &str| tmp.path().join(rel);
+        for d in ["a/d", "b", "c/d", "e"] {
+            std::fs::create_dir_all(p(d)).unwrap();
+        }
+        for f in ["a/d/x", "a/x", "b/x", "c/d/y", "e/d", "a/d-1"] {
+            std::fs::write(p(f), f).unwrap();
+        }
+        let refused = |paths: &[&str], want: &[String]| {
+            let paths: Vec<PathBuf> = paths.iter().map(|r| p(r)).collect();
+            let e = list_files(&paths).unwrap_err().to_string();
+            for w in want {
+                assert!(e.contains(w.as_str()), "{paths:?}: {e}");
+            }
+        };
+        let shown = |rel: &str| p(rel).display().to_string();
+        // Two files, one name.
+        refused(&["a/x", "b/x"], &[shown("a/x"), shown("b/x"), "`x`".into()]);
+        // The same path twice.
+        refused(&["a/x", "a/x"], &["would both be `x`".into()]);
+        // A file `d` and a folder `d` (with `d-1` sorting between them).
+        refused(
+            &["a/d", "a/d-1", "e/d"],
+            &[shown("a/d/x"), shown("e/d"), "inside a folder `d`".into()],
+        );
+        // Two folders of one name are fine while the files in them differ.
+        let l = list_files(&[p("a/d"), p("c/d")]).unwrap();
+        let names: Vec<&str> = l.files.iter().map(|f| f.1.as_str()).collect();
+        assert_eq!(names, ["d/x", "d/y"]);
     }
 }

@@ -417,7 +417,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",
@@ -426,8 +426,16 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     } else if a.json {
         outln!("{summary}")?;
     } else {
+        let resumed = match (s.skipped, s.changed) {
+            (0, 0) => String::new(),
+            (k, 0) => format!("; resumed: {k} blocks the receiver held were not sent again"),
+            (k, c) => format!(
+                "; resumed: {k} blocks the receiver held were not sent again, {c} that had \
+                 changed here since were"
+            ),
+        };
         outln!(
-            "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver",
+            "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}",
             s.files,
             s.bytes
         )?;

@@ -353,6 +353,7 @@ fn a_failing_receiver_says_why_and_closes_the_control_channel() {
     let mut l = serde_json::to_vec(&Msg::Digest {
         file: 0,
         digest: "not hex".into(),
+        changed: vec![],
     })
     .unwrap();
     l.push(b'\n');
@@ -392,6 +393,7 @@ fn a_data_channel_without_the_sessions_ticket_is_refused() {
     let mut l = serde_json::to_vec(&Msg::Digest {
         file: 0,
         digest: blake3::hash(&hash).to_hex().to_string(),
+        changed: vec![],
     })
     .unwrap();
     l.push(b'\n');
@@ -753,6 +755,75 @@ fn an_interrupted_transfer_resumes_from_the_journal() {
     assert_eq!(sent.blocks, blocks - kept + 1);
     assert!(std::fs::read(&f).unwrap() == std::fs::read(dst.path().join("data.bin")).unwrap());
     assert!(!dst.path().join(".data.bin.longhaul-journal").exists());
+}
+
+/// A resume after the file changed at the sender: the blocks the receiver kept that
+/// no longer match are sent again, the others are not, and the file arrives as it
+/// is now. Before, the sender skipped every kept block, the digests differed and
+/// the file failed (its partial copy deleted, so a third run started over). Each
+/// case runs a few times: a kept block's new copy and the digest that announces
+/// it travel on different connections, in either order.
+#[test]
+fn a_resume_sends_again_the_kept_blocks_that_changed_since() {
+    const BLOCK: usize = 64 << 10;
+    let size = 5 * BLOCK - 1000;
+    // Expected: blocks sent, kept blocks not sent, kept blocks sent again.
+    type Sent = (u64, u64, u64);
+    // Blocks the receiver kept, blocks changed at the sender since, and what is sent.
+    let cases: &[(&[usize], &[usize], Sent)] = &[
+        // All kept (the file waits only for its digest), two changed.
+        (&[0, 1, 2, 3, 4], &[0, 3], (2, 3, 2)),
+        // Some kept: one of them changed, and one block not kept.
+        (&[1, 2], &[2, 4], (4, 1, 1)),
+        // All kept, the last (short) block changed.
+        (&[0, 1, 2, 3, 4], &[4], (1, 4, 1)),
+        // Nothing changed.
+        (&[0, 1, 2, 3, 4], &[], (0, 5, 0)),
+    ];
+    for (round, &(kept, changed, expected)) in
+        cases.iter().cycle().take(3 * cases.len()).enumerate()
+    {
+        let src = tempfile::tempdir().unwrap();
+        let f = src.path().join("data.bin");
+        write(&f, size, 3);
+        let old = std::fs::read(&f).unwrap();
+        let mut new = old.clone();
+        for &b in changed {
+            new[b * BLOCK + 7] ^= 0x55;
+        }
+        std::fs::write(&f, &new).unwrap();
+        // What an interrupted session left: the part file with the old bytes of the
+        // kept blocks (and nothing elsewhere), and their journal.
+        let dst = tempfile::tempdir().unwrap();
+        let mut part = vec![0u8; size];
+        let mut journal = format!("longhaul-journal 1 {size} {BLOCK}\n");
+        for &b in kept {
+            let r = b * BLOCK..((b + 1) * BLOCK).min(size);
+            part[r.clone()].copy_from_slice(&old[r.clone()]);
+            let hash = blake3::hash(&old[r.clone()]).to_hex();
+            journal += &format!("{} {hash}\n", r.start);
+        }
+        std::fs::write(dst.path().join(".data.bin.longhaul-part"), part).unwrap();
+        std::fs::write(dst.path().join(".data.bin.longhaul-journal"), journal).unwrap();
+
+        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        let mut o = send_opts(vec![f.clone()], addr, "k", 2);
+        o.block_size = BLOCK as u32;
+        let (sent, got) = outcome(send(&o), h, "a changed resume");
+        let case = format!("round {round}: kept {kept:?}, changed {changed:?}");
+        assert_eq!(
+            (sent.blocks, sent.skipped, sent.changed),
+            expected,
+            "{case}"
+        );
+        assert_eq!((sent.files, got.files), (1, 1), "{case}");
+        assert!(
+            std::fs::read(dst.path().join("data.bin")).unwrap() == new,
+            "{case}"
+        );
+        let left: Vec<_> = std::fs::read_dir(dst.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{case}: no part file or journal stays");
+    }
 }
 
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.

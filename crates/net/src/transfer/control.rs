@@ -10,8 +10,9 @@ use super::TransferError;
 /// The protocol version both sides must speak.
 /// Version 2: digests, confirmations and resends flow while the blocks do (version
 /// 1 exchanged them after the last block). Version 3: each data channel opens with
-/// its ticket.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// its ticket. Version 4: `Accept.have` carries each held block's hash, and a
+/// `Digest` names the held blocks that changed and were sent again.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Longest control line accepted (a file list of many names is one line).
 const MAX_LINE: u64 = 256 << 20;
@@ -60,10 +61,11 @@ pub enum Msg {
     Accept {
         /// Ports on the receiver's address.
         ports: Vec<u16>,
-        /// Per file, the offsets of blocks the receiver already holds from an
-        /// interrupted session: the sender does not send them again.
+        /// Per file, the blocks the receiver already holds from an interrupted
+        /// session: (offset, BLAKE3 hash, hex). The sender does not send them again
+        /// unless its own block there differs (the file changed since).
         #[serde(default)]
-        have: Vec<Vec<u64>>,
+        have: Vec<Vec<(u64, String)>>,
     },
     /// Receiver: no, and why: the offer is refused, or (after `Accept`) the session
     /// failed; the receiver closes the control channel after it.
@@ -78,6 +80,10 @@ pub enum Msg {
         file: u32,
         /// The digest, hex.
         digest: String,
+        /// Offsets of blocks the receiver held (`Accept.have`) that differed and
+        /// were sent again: the receiver checks the file only with their new copies.
+        #[serde(default)]
+        changed: Vec<u64>,
     },
     /// Receiver: these blocks (file, offset, length) failed their hash on arrival;
     /// send them again, on the control channel (as soon as one is seen).

@@ -50,10 +50,12 @@
 //! buffers. The next session of the same file and block size re-reads and re-hashes
 //! every journaled block (so a power cut that kept a line but lost its data costs a
 //! re-send, not a wrong file, and no fsync per block is needed), rewrites the
-//! journal with those that check out, and tells the sender (`Accept.have`), which
-//! reads and hashes them for the digest but does not send them. Blocks sent twice
-//! are those in flight at the interruption: measured 4 to 15 of 2 × 26 possible in
-//! the kill -9 test.
+//! journal with those that check out, and tells the sender (`Accept.have`, with
+//! their hashes), which reads and hashes them for the digest but does not send
+//! them, unless its block differs (the file changed since): then it sends it, and
+//! its digest names it (`Digest.changed`), so the receiver checks the file with the
+//! new copy, not the kept one. Blocks sent twice are those in flight at the
+//! interruption: measured 4 to 15 of 2 × 26 possible in the kill -9 test.
 
 mod channel;
 mod control;

@@ -1,6 +1,6 @@
 //! The receiving side.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -109,6 +109,10 @@ struct Incoming {
     received: u64,
     /// Block hashes by offset.
     hashes: BTreeMap<u64, [u8; 32]>,
+    /// Offsets of blocks kept from an interrupted session (in `hashes`) that the
+    /// sender may still replace: its copy differs (the file changed since). While a
+    /// replacement is being written the file is not whole, so it is not checked.
+    kept: HashSet<u64>,
     /// Blocks that arrived damaged and were stored when sent again.
     refetched: u64,
     /// Checked and dropped, not written ([`RecvOptions::discard`]).
@@ -437,7 +441,7 @@ pub fn receive(
                 .and_then(|()| std::fs::rename(&fresh, &journal_path))
                 .map_err(TransferError::io(journal_path.display().to_string()))?;
         }
-        have.push(hashes.keys().copied().collect::<Vec<u64>>());
+        have.push(hashes.iter().map(|(&o, h)| (o, hex(h))).collect::<Vec<_>>());
         let received = hashes
             .keys()
             .map(|&o| (size - o).min(u64::from(block_size)))
@@ -450,17 +454,12 @@ pub fn receive(
             open: None,
             size,
             received,
+            kept: hashes.keys().copied().collect(),
             hashes,
             refetched: 0,
             discard: opts.discard,
         });
     }
-    // Whether each file has all its blocks; files already whole from an interrupted
-    // session (and empty ones) wait only for their digest. Taken before any channel
-    // thread runs: a block stored earlier would be counted here and again by its
-    // `Written` event, and the file checked and committed twice (seen under load:
-    // the second rename found no part file and failed the session).
-    let mut written: Vec<bool> = incoming.iter().map(|f| f.received == f.size).collect();
     let incoming = Arc::new(Mutex::new(incoming));
     let mut listeners = vec![];
     for _ in 0..channels {
@@ -552,7 +551,11 @@ pub fn receive(
                 }
             };
             match ev {
-                Event::Ctl(Ok(Msg::Digest { file, digest })) => {
+                Event::Ctl(Ok(Msg::Digest {
+                    file,
+                    digest,
+                    changed,
+                })) => {
                     let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
                     match (session.digests.get_mut(file as usize), d) {
                         (Some(slot @ None), Some(d)) => *slot = Some(d),
@@ -563,8 +566,14 @@ pub fn receive(
                             continue;
                         }
                     }
-                    if written[file as usize] {
-                        undone -= session.check(file as usize)?;
+                    let file = file as usize;
+                    // Kept blocks the sender sends again, whose new copies are not
+                    // here yet: the file waits for them (their `Written`).
+                    session.forget_kept(file, &changed, block_size);
+                    // Files already whole from an interrupted session, and empty
+                    // ones, wait only for this.
+                    if session.is_whole(file) {
+                        undone -= session.check(file)?;
                     }
                 }
                 Event::Ctl(Ok(m)) => {
@@ -572,8 +581,10 @@ pub fn receive(
                 }
                 Event::Ctl(Err(e)) => failure = Some(e),
                 Event::Written(file) => {
-                    written[file] = true;
-                    if session.digests[file].is_some() {
+                    // Whole when it was sent, but maybe not now: the digest may
+                    // since have said a kept block is coming again (its new copy
+                    // sends `Written` once more).
+                    if session.digests[file].is_some() && session.is_whole(file) {
                         undone -= session.check(file)?;
                     }
                 }
@@ -682,6 +693,7 @@ struct Session {
     /// Nothing is written, so nothing is synced or renamed.
     discard: bool,
     digests: Vec<Option<[u8; 32]>>,
+    /// Checked: failed, or verified (in the batch, or committed).
     done: Vec<bool>,
     /// Verified files waiting to be committed.
     batch: Vec<usize>,
@@ -693,6 +705,27 @@ struct Session {
 }
 
 impl Session {
+    /// Whether file `i` holds all its blocks.
+    fn is_whole(&self, i: usize) -> bool {
+        let all = self.incoming.lock().expect("no panics hold it");
+        all[i].received == all[i].size
+    }
+
+    /// The sender's digest of file `i` says the kept blocks at `changed` differ on
+    /// its side and are sent again: those not yet replaced stop counting, so the
+    /// file is checked only once their new copies are in. (Offsets it did not
+    /// keep, or has replaced already, are passed over.)
+    fn forget_kept(&mut self, i: usize, changed: &[u64], block_size: u32) {
+        let mut all = self.incoming.lock().expect("no panics hold it");
+        let f = &mut all[i];
+        for o in changed {
+            if f.kept.remove(o) {
+                f.hashes.remove(o);
+                f.received -= (f.size - o).min(u64::from(block_size));
+            }
+        }
+    }
+
     /// File `i` has all its blocks and its digest: compares them. A match joins the
     /// commit batch; a mismatch fails the file at once (nothing to resume from).
     /// Returns how many files that finished (0 or 1).
@@ -706,6 +739,9 @@ impl Session {
         for h in f.hashes.values() {
             d.update(h);
         }
+        // Checked once: a file whose `Written` and digest both find it whole is
+        // not batched (and renamed) twice.
+        self.done[i] = true;
         if Some(*d.finalize().as_bytes()) == self.digests[i] {
             drop(all);
             self.batch.push(i);
@@ -714,7 +750,6 @@ impl Session {
         let _ = std::fs::remove_file(&f.part);
         let _ = std::fs::remove_file(&f.journal_path);
         drop(all);
-        self.done[i] = true;
         self.failed_files += 1;
         let _ = self.writer.send(&Msg::FileDone {
             file: i as u32,
@@ -761,7 +796,6 @@ impl Session {
             if journaled {
                 let _ = std::fs::remove_file(&journal);
             }
-            self.done[i] = true;
             self.ok_files += 1;
             self.bytes += size;
             // A sender that is gone cannot hear it, but the file is in place all
@@ -815,7 +849,12 @@ fn store(
             let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
             return Ok(());
         }
-        if f.hashes.contains_key(&b.offset) {
+        if f.kept.remove(&b.offset) {
+            // A kept block the sender's file no longer matches: this copy replaces
+            // it (and is counted again below).
+            f.hashes.remove(&b.offset);
+            f.received -= u64::from(b.len);
+        } else if f.hashes.contains_key(&b.offset) {
             if again {
                 return Ok(()); // asked for twice, and the first copy was good
             }
@@ -1140,6 +1179,7 @@ mod tests {
                     size,
                     received: 0,
                     hashes: BTreeMap::new(),
+                    kept: HashSet::new(),
                     refetched: 0,
                     discard: true,
                 })
@@ -1222,6 +1262,7 @@ mod tests {
             size: 200,
             received: 0,
             hashes: BTreeMap::new(),
+            kept: HashSet::new(),
             refetched: 0,
             discard: false,
         }]));

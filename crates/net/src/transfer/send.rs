@@ -1,5 +1,6 @@
 //! The sending side.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -110,6 +111,9 @@ pub struct SendSummary {
     pub confirmation_waits: u64,
     /// Blocks not sent because the receiver held them from an interrupted session.
     pub skipped: u64,
+    /// Blocks the receiver held from an interrupted session that no longer match
+    /// the file here (it changed since), sent again (counted in `blocks` too).
+    pub changed: u64,
 }
 
 /// What [`list_files`] found.
@@ -197,7 +201,7 @@ fn check_names(files: &[(PathBuf, String, u64)]) -> Result<(), TransferError> {
             w[0].1
         )));
     }
-    let by_name: std::collections::HashMap<&str, &Path> = files
+    let by_name: HashMap<&str, &Path> = files
         .iter()
         .map(|f| (f.1.as_str(), f.0.as_path()))
         .collect();
@@ -225,6 +229,9 @@ struct FileState {
     hashes: Vec<[u8; 32]>,
     /// Blocks hashed so far.
     hashed: usize,
+    /// Offsets of blocks the receiver held that differ here, sent again: they go
+    /// with the digest, so the receiver does not check the file with its old copies.
+    changed: Vec<u64>,
     /// The receiver's verdict, once it came.
     done: Option<bool>,
 }
@@ -247,8 +254,8 @@ struct Sched {
     sizes: Vec<u64>,
     block_size: u32,
     pipelining: bool,
-    /// Per file, the blocks the receiver holds already (by offset).
-    have: Vec<std::collections::HashSet<u64>>,
+    /// Per file, the blocks the receiver holds already: their hashes by offset.
+    have: Vec<HashMap<u64, [u8; 32]>>,
     /// Blocks handed out to be sent, and the most that may be (a test's crash).
     handed: u64,
     limit: u64,
@@ -261,8 +268,9 @@ struct Sched {
 
 /// What a channel should do next.
 enum Next {
-    /// Send this block (or, if the receiver holds it, only hash it).
-    Block(BlockRepr, bool),
+    /// Send this block; or, if the receiver holds it (with this hash), only hash it,
+    /// and send it only if it differs.
+    Block(BlockRepr, Option<[u8; 32]>),
     /// Wait for the receiver to confirm the lane's last file, then ask again.
     Wait,
     /// Nothing is left for this lane.
@@ -280,16 +288,13 @@ impl Sched {
                 let held = self
                     .have
                     .get(b.file as usize)
-                    .is_some_and(|h| h.contains(&b.offset));
-                if !held {
+                    .and_then(|h| h.get(&b.offset))
+                    .copied();
+                if held.is_none() {
                     if self.handed == self.limit {
                         return Next::Done;
                     }
-                    self.handed += 1;
-                    self.log(format_args!(
-                        "block {} {} {} {channel}",
-                        b.file, b.offset, b.len
-                    ));
+                    self.hand_out(&b, channel);
                 }
                 return Next::Block(b, held);
             }
@@ -316,6 +321,22 @@ impl Sched {
         }
     }
 
+    /// Block `b` goes out on `channel`: counted and logged.
+    fn hand_out(&mut self, b: &BlockRepr, channel: usize) {
+        self.handed += 1;
+        self.log(format_args!(
+            "block {} {} {} {channel}",
+            b.file, b.offset, b.len
+        ));
+    }
+
+    /// Block `b`, which the receiver holds, differs here: it goes out on `channel`
+    /// after all, and the file's digest will say so.
+    fn changed(&mut self, b: &BlockRepr, channel: usize) {
+        self.hand_out(b, channel);
+        self.files[b.file as usize].changed.push(b.offset);
+    }
+
     /// One line to the block log, written whole (a crash leaves whole lines).
     fn log(&mut self, line: std::fmt::Arguments) {
         if let Some(f) = &mut self.log {
@@ -323,13 +344,18 @@ impl Sched {
         }
     }
 
-    /// Records block `b`'s hash; returns the file's digest once every block of it is
-    /// hashed (at most once per file).
-    fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<[u8; 32]> {
+    /// Records block `b`'s hash; returns the file's digest, and the held blocks
+    /// that changed, once every block of it is hashed (at most once per file).
+    fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<([u8; 32], Vec<u64>)> {
         let f = &mut self.files[b.file as usize];
         f.hashes[(b.offset / u64::from(self.block_size)) as usize] = hash;
         f.hashed += 1;
-        (f.hashed == f.hashes.len()).then(|| digest_of(std::mem::take(&mut f.hashes)))
+        (f.hashed == f.hashes.len()).then(|| {
+            (
+                digest_of(std::mem::take(&mut f.hashes)),
+                std::mem::take(&mut f.changed),
+            )
+        })
     }
 }
 
@@ -415,7 +441,19 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         transport: opts.transport,
     })?;
     let (ports, have) = match ctl.recv()? {
-        Msg::Accept { ports, have } if ports.len() == usize::from(total_channels) => (ports, have),
+        Msg::Accept { ports, have } if ports.len() == usize::from(total_channels) => {
+            let have = have
+                .into_iter()
+                .map(|blocks| {
+                    blocks
+                        .into_iter()
+                        .map(|(o, h)| Some((o, unhex(&h)?.try_into().ok()?)))
+                        .collect::<Option<HashMap<u64, [u8; 32]>>>()
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| TransferError::Protocol("a bad block hash in Accept".into()))?;
+            (ports, have)
+        }
         Msg::Reject { reason } => {
             return Err(TransferError::Protocol(format!(
                 "the receiver refused: {reason}"
@@ -438,18 +476,14 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             .map(|&s| FileState {
                 hashes: vec![[0u8; 32]; s.div_ceil(u64::from(opts.block_size)) as usize],
                 hashed: 0,
+                changed: vec![],
                 done: None,
             })
             .collect(),
         sizes: sizes.clone(),
         block_size: opts.block_size,
         pipelining: opts.pipelining,
-        have: (0..files.len())
-            .map(|i| {
-                have.get(i)
-                    .map_or_else(Default::default, |h| h.iter().copied().collect())
-            })
-            .collect(),
+        have,
         handed: 0,
         limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
         confirmation_waits: 0,
@@ -459,7 +493,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.0.clone()).collect());
     // An empty file has no block to finish it: its digest (of nothing) goes now.
     for (i, _) in sizes.iter().enumerate().filter(|(_, &s)| s == 0) {
-        send_digest(&writer, i, digest_of(vec![]))?;
+        send_digest(&writer, i, digest_of(vec![]), vec![])?;
     }
     let verdicts = {
         let (shared, writer, sources) = (shared.clone(), writer.clone(), sources.clone());
@@ -481,7 +515,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         let progress = opts.progress.clone();
         let ticket = channel_ticket(&opts.token, &nonce, c);
         threads.push(thread::spawn(
-            move || -> Result<(u64, u64, u64), TransferError> {
+            move || -> Result<(u64, u64, u64, u64), TransferError> {
                 let mut s = DataChannel::connect(transport, addr, cfg, timeout)?;
                 if let (Some(i), Some(u)) = (impair, s.udt()) {
                     u.impair(Impairment {
@@ -495,7 +529,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 // 100 000 descriptors.
                 let mut open: Option<(u32, File)> = None;
                 let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
-                let (mut bytes, mut blocks, mut skipped) = (0, 0, 0);
+                let (mut bytes, mut blocks, mut skipped, mut changed) = (0, 0, 0, 0);
                 loop {
                     let next = shared.lock().expect("no panics hold it").next(lane, c);
                     let (b, held) = match next {
@@ -513,7 +547,12 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     read_block(&sources, &mut open, b.file, data, b.offset)?;
                     let h = *blake3::hash(data).as_bytes();
                     buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
-                    if !held {
+                    let differs = held.is_some_and(|held| held != h);
+                    if differs {
+                        shared.lock().expect("no panics hold it").changed(&b, c);
+                        changed += 1;
+                    }
+                    if held.is_none() || differs {
                         s.write_all(&buf[..HEADER_LEN + n + 32])?;
                         bytes += u64::from(b.len);
                         if let Some(p) = &progress {
@@ -525,24 +564,25 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     }
                     // After the block is on its way: the digest follows its blocks.
                     let digest = shared.lock().expect("no panics hold it").hashed(&b, h);
-                    if let Some(d) = digest {
-                        send_digest(&writer, b.file as usize, d)?;
+                    if let Some((d, changed)) = digest {
+                        send_digest(&writer, b.file as usize, d, changed)?;
                     }
                 }
                 s.write_all(&END_OF_CHANNEL)?;
                 s.finish(timeout.max(Duration::from_secs(60)))?;
-                Ok((bytes, blocks, skipped))
+                Ok((bytes, blocks, skipped, changed))
             },
         ));
     }
-    let (mut bytes, mut blocks, mut skipped) = (0, 0, 0);
+    let (mut bytes, mut blocks, mut skipped, mut changed) = (0, 0, 0, 0);
     let mut failure = None;
     for t in threads {
         match t.join().expect("channel thread") {
-            Ok((b, n, k)) => {
+            Ok((b, n, k, c)) => {
                 bytes += b;
                 blocks += n;
                 skipped += k;
+                changed += c;
             }
             Err(e) => failure = failure.or(Some(e)),
         }
@@ -576,6 +616,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         blocks,
         resent,
         skipped,
+        changed,
         confirmation_waits,
     })
 }
@@ -633,6 +674,7 @@ fn send_digest(
     writer: &Mutex<ControlWriter>,
     file: usize,
     digest: [u8; 32],
+    changed: Vec<u64>,
 ) -> Result<(), TransferError> {
     writer
         .lock()
@@ -640,6 +682,7 @@ fn send_digest(
         .send(&Msg::Digest {
             file: file as u32,
             digest: hex(&digest),
+            changed,
         })
 }
 

@@ -826,6 +826,46 @@ fn a_resume_sends_again_the_kept_blocks_that_changed_since() {
     }
 }
 
+/// One session per directory: a second receiver into a directory a session holds
+/// is refused at once, without listening, and one started after the session ends
+/// serves. (Two sessions receiving one name shared a part file and journal, each
+/// checking only its own blocks.)
+#[test]
+fn a_directory_takes_one_session_at_a_time() {
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    for round in 0..3 {
+        let name = format!("data{round}.bin");
+        let f = src.path().join(&name);
+        write(&f, 300_000, round);
+        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        let second = receive(&recv_opts(dst.path(), "k"), |a| {
+            panic!("a second session listened on {a}")
+        });
+        assert!(
+            matches!(&second, Err(TransferError::DirInUse(_))),
+            "round {round}: {second:?}"
+        );
+        assert!(second
+            .unwrap_err()
+            .to_string()
+            .contains("another `longhaul recv`"));
+        // Discarding writes nothing, so it takes no lock.
+        let discard = RecvOptions {
+            discard: true,
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..recv_opts(dst.path(), "k")
+        };
+        let (discard_addr, discarding) = receiver(discard);
+        drop(TcpStream::connect(discard_addr).unwrap());
+        assert!(discarding.join().unwrap().is_err());
+        let mut o = send_opts(vec![f.clone()], addr, "k", 2);
+        o.block_size = 64 << 10;
+        outcome(send(&o), h, "the first session");
+        assert!(same_file(&f, &dst.path().join(&name)), "round {round}");
+    }
+}
+
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Logged {

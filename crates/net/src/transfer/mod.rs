@@ -106,6 +106,12 @@ pub enum TransferError {
     /// A block or file failed its check.
     #[error("{0}")]
     Integrity(String),
+    /// Another session is receiving into the directory.
+    #[error(
+        "{0}: another `longhaul recv` is receiving into it (one session per directory: \
+         their partial files and journals would mix); wait for it to end, or receive elsewhere"
+    )]
+    DirInUse(String),
 }
 
 impl From<crate::NetError> for TransferError {

@@ -24,6 +24,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::Impairment;
+use nix::fcntl::{Flock, FlockArg};
 
 /// How to receive.
 #[derive(Debug, Clone)]
@@ -240,6 +241,24 @@ fn verify_kept(
     Ok(good)
 }
 
+/// One session per directory: an exclusive lock on `opts.dir` (flock(2), so it goes
+/// with the process, even killed, and leaves no file behind), held until the last
+/// channel thread has written its last block. Two sessions receiving one name
+/// would write one part file and journal, each checking only its own blocks, and
+/// both could commit a mix. `None` when nothing is written (`discard`).
+fn lock_dir(opts: &RecvOptions) -> Result<Option<Arc<Flock<File>>>, TransferError> {
+    if opts.discard {
+        return Ok(None);
+    }
+    let shown = opts.dir.display().to_string();
+    let dir = File::open(&opts.dir).map_err(TransferError::io(shown.clone()))?;
+    match Flock::lock(dir, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(Arc::new(lock))),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(TransferError::DirInUse(shown)),
+        Err((_, e)) => Err(TransferError::io(format!("{shown}: locking"))(e.into())),
+    }
+}
+
 /// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended before the
 /// first byte.
 fn read_exact(s: &mut DataChannel, buf: &mut [u8]) -> Result<bool, TransferError> {
@@ -265,6 +284,7 @@ pub fn receive(
     opts: &RecvOptions,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<RecvSummary, TransferError> {
+    let dir_lock = lock_dir(opts)?;
     let listener = TcpListener::bind(opts.listen)
         .map_err(TransferError::io(format!("listening on {}", opts.listen)))?;
     listening(
@@ -484,16 +504,22 @@ pub fn receive(
         let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
         let (events, turned_away) = (events.clone(), turned_away.clone());
         let ticket = channel_ticket(&opts.token, &nonce, c);
+        // A channel may still be writing after the session has returned (a failed
+        // one stops waiting for it): it holds the directory too.
+        let dir_lock = dir_lock.clone();
         thread::spawn(move || {
             let r = accept_sender(l, cfg, timeout, impair, c, &ticket, &turned_away)
                 .and_then(|s| serve_channel(s, block_size, &incoming, &events));
+            drop(dir_lock);
             let _ = events.send(Event::ChannelEnded(r));
         });
     }
-    {
+    // Blocks sent again come this way, and this thread writes them: the session
+    // waits for it before it returns (and lets the directory go).
+    let control = {
         let (incoming, events) = (incoming.clone(), events.clone());
-        thread::spawn(move || serve_control(reader, block_size, &incoming, &events));
-    }
+        thread::spawn(move || serve_control(reader, block_size, &incoming, &events))
+    };
     drop(events);
     // A receiver thread slow to get here (a loaded machine) finds blocks already
     // stored; the tests make it slow on purpose.
@@ -638,6 +664,7 @@ pub fn receive(
                 Err(_) => break,
             }
         }
+        let _ = control.join();
         // Part files and journals stay for a new session to resume from.
         return Err(e);
     }
@@ -648,7 +675,12 @@ pub fn receive(
         .iter()
         .map(|f| f.refetched)
         .sum();
-    session.writer.send(&Msg::Finished)?;
+    let finished = session.writer.send(&Msg::Finished);
+    // The sender reads nothing after it: end the control reader (a sender that
+    // kept the connection open would keep it, and this directory, a while).
+    let _ = session.writer.shutdown();
+    let _ = control.join();
+    finished?;
     if session.failed_files > 0 {
         return Err(TransferError::Integrity(format!(
             "{} of {} files failed their checks",

@@ -417,7 +417,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",
@@ -439,6 +439,18 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             s.files,
             s.bytes
         )?;
+    }
+    if !s.modified.is_empty() {
+        // As Globus fails a file whose checksum moved during the transfer: the copy
+        // is what was read, block by block, not one version of the file.
+        return Err(anyhow::anyhow!(
+            "{} file(s) were written to while being sent, so the receiver's copy may mix \
+             old and new contents (each block is as it was read): {}; send them again \
+             when they are quiet (to `longhaul recv --overwrite`)",
+            s.modified.len(),
+            s.modified.join(", ")
+        )
+        .into());
     }
     Ok(())
 }

@@ -634,6 +634,7 @@ fn a_listing_given_is_what_is_sent() {
     };
     let (sent, got) = outcome(send(&o), h, "a listing given");
     assert_eq!((sent.files, got.files), (2, 2));
+    assert!(sent.modified.is_empty(), "{:?}", sent.modified);
     assert_eq!((sent.bytes, shown), (3000, 3000));
     assert!(dst.path().join("t/sub/b").exists() && !dst.path().join("t/late").exists());
 }
@@ -864,6 +865,42 @@ fn a_directory_takes_one_session_at_a_time() {
         outcome(send(&o), h, "the first session");
         assert!(same_file(&f, &dst.path().join(&name)), "round {round}");
     }
+}
+
+/// A file written to while its blocks are read is named in the summary (its copy
+/// is each block as read, which may mix two versions); one left alone is not.
+#[test]
+fn a_file_written_to_while_sent_is_reported() {
+    let src = tempfile::tempdir().unwrap();
+    let (busy, quiet) = (src.path().join("busy.bin"), src.path().join("quiet.bin"));
+    write(&busy, 4_000_000, 1);
+    write(&quiet, 100_000, 2);
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    let mut o = send_opts(vec![busy.clone(), quiet.clone()], addr, "k", 1);
+    // About two seconds at 16 Mb/s, and a send buffer of 64 packets, so that the
+    // file is read as it goes (not all into the buffer at once): the write below
+    // lands while its blocks are read.
+    o.udt.max_bw_bps = Some(16_000_000);
+    o.udt.snd_buf_pkts = 64;
+    o.transport = Transport::Udt;
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    o.progress = Some(progress.clone());
+    let sending = thread::spawn(move || send(&o));
+    // Once the first block is on its way (so the file has been taken up), or 10 s.
+    for _ in 0..2000 {
+        if progress.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&busy).unwrap();
+        f.write_all_at(b"new", 3_900_000).unwrap();
+    }
+    let (sent, _) = outcome(sending.join().unwrap(), h, "a busy file");
+    assert_eq!(sent.modified, ["busy.bin"]);
 }
 
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.

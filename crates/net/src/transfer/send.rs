@@ -114,6 +114,10 @@ pub struct SendSummary {
     /// Blocks the receiver held from an interrupted session that no longer match
     /// the file here (it changed since), sent again (counted in `blocks` too).
     pub changed: u64,
+    /// Files written to (their size or modification time moved) while their blocks
+    /// were read: each block arrived as it was read and checked out, but the copy
+    /// may mix the file's old and new contents. By name at the receiver.
+    pub modified: Vec<String>,
 }
 
 /// What [`list_files`] found.
@@ -232,6 +236,9 @@ struct FileState {
     /// Offsets of blocks the receiver held that differ here, sent again: they go
     /// with the digest, so the receiver does not check the file with its old copies.
     changed: Vec<u64>,
+    /// Size and modification time when a lane took the file, before any block of it
+    /// was read (`None` for the generated file, or if it could not be read).
+    stamp: Option<(u64, std::time::SystemTime)>,
     /// The receiver's verdict, once it came.
     done: Option<bool>,
 }
@@ -246,6 +253,15 @@ struct Lane {
     waiting: bool,
 }
 
+/// A file's size and modification time, to tell whether it was written to.
+fn file_stamp(p: &Path) -> Option<(u64, std::time::SystemTime)> {
+    if p.as_os_str().is_empty() {
+        return None; // the generated file
+    }
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
 /// What every channel thread shares: which blocks go next, and the files' state.
 struct Sched {
     next_file: usize,
@@ -256,6 +272,9 @@ struct Sched {
     pipelining: bool,
     /// Per file, the blocks the receiver holds already: their hashes by offset.
     have: Vec<HashMap<u64, [u8; 32]>>,
+    sources: Arc<Vec<PathBuf>>,
+    /// Files written to while they were read (indices).
+    modified: Vec<usize>,
     /// Blocks handed out to be sent, and the most that may be (a test's crash).
     handed: u64,
     limit: u64,
@@ -314,6 +333,7 @@ impl Sched {
             }
             let f = self.next_file;
             self.next_file += 1;
+            self.files[f].stamp = file_stamp(&self.sources[f]);
             let l = &mut self.lanes[lane];
             l.blocks = Some(FileBlocks::new(f as u32, self.sizes[f], self.block_size));
             l.file = Some(f);
@@ -345,17 +365,24 @@ impl Sched {
     }
 
     /// Records block `b`'s hash; returns the file's digest, and the held blocks
-    /// that changed, once every block of it is hashed (at most once per file).
+    /// that changed, once every block of it is hashed (at most once per file). Then
+    /// it also notes whether the file was written to while its blocks were read.
     fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<([u8; 32], Vec<u64>)> {
-        let f = &mut self.files[b.file as usize];
+        let i = b.file as usize;
+        let f = &mut self.files[i];
         f.hashes[(b.offset / u64::from(self.block_size)) as usize] = hash;
         f.hashed += 1;
-        (f.hashed == f.hashes.len()).then(|| {
-            (
-                digest_of(std::mem::take(&mut f.hashes)),
-                std::mem::take(&mut f.changed),
-            )
-        })
+        if f.hashed < f.hashes.len() {
+            return None;
+        }
+        if f.stamp.is_some() && f.stamp != file_stamp(&self.sources[i]) {
+            self.modified.push(i);
+        }
+        let f = &mut self.files[i];
+        Some((
+            digest_of(std::mem::take(&mut f.hashes)),
+            std::mem::take(&mut f.changed),
+        ))
     }
 }
 
@@ -468,6 +495,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let (reader, writer) = ctl.split()?;
     let writer = Arc::new(Mutex::new(writer));
     let sizes: Vec<u64> = files.iter().map(|f| f.2).collect();
+    let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.0.clone()).collect());
     let shared: Shared = Arc::new(Mutex::new(Sched {
         next_file: 0,
         lanes: (0..opts.concurrency).map(|_| Lane::default()).collect(),
@@ -477,6 +505,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 hashes: vec![[0u8; 32]; s.div_ceil(u64::from(opts.block_size)) as usize],
                 hashed: 0,
                 changed: vec![],
+                stamp: None,
                 done: None,
             })
             .collect(),
@@ -484,13 +513,14 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         block_size: opts.block_size,
         pipelining: opts.pipelining,
         have,
+        sources: sources.clone(),
+        modified: vec![],
         handed: 0,
         limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
         confirmation_waits: 0,
         abort: None,
         log,
     }));
-    let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.0.clone()).collect());
     // An empty file has no block to finish it: its digest (of nothing) goes now.
     for (i, _) in sizes.iter().enumerate().filter(|(_, &s)| s == 0) {
         send_digest(&writer, i, digest_of(vec![]), vec![])?;
@@ -609,7 +639,11 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             names.join(", ")
         )));
     }
-    let confirmation_waits = shared.lock().expect("no panics hold it").confirmation_waits;
+    let (confirmation_waits, modified) = {
+        let s = shared.lock().expect("no panics hold it");
+        let names = s.modified.iter().map(|&i| files[i].1.clone()).collect();
+        (s.confirmation_waits, names)
+    };
     Ok(SendSummary {
         files: files.len(),
         bytes,
@@ -617,6 +651,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         resent,
         skipped,
         changed,
+        modified,
         confirmation_waits,
     })
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, Transport};
+use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, Skip, Transport};
 use longhaul_proto::cc::ArUdtConfig;
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig, MIN_MSS};
 
@@ -339,16 +339,31 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             // Every failure here is about the paths given, before any connection.
             let listing =
                 longhaul_net::transfer::list_files(&opts.paths).map_err(Failure::input)?;
-            warn_not_sent(
-                &listing.skipped,
-                "symbolic link(s) or special file(s) inside the directories given (only \
-                 regular files are sent; links inside a tree are not followed)",
-            );
-            warn_not_sent(
-                &listing.partial,
-                "partial file(s) of an interrupted `longhaul recv` inside the directories \
-                 given (.NAME.longhaul-part, .NAME.longhaul-journal: no receiver takes them)",
-            );
+            for (kind, what) in [
+                (
+                    Skip::Special,
+                    "symbolic link(s) or special file(s) inside the directories given (only \
+                     regular files are sent; links inside a tree are not followed)",
+                ),
+                (
+                    Skip::Partial,
+                    "partial file(s) of an interrupted `longhaul recv` inside the directories \
+                     given (.NAME.longhaul-part, .NAME.longhaul-journal: no receiver takes them)",
+                ),
+                (
+                    Skip::NotUtf8,
+                    "file(s) or folder(s) whose names are not UTF-8, which names in \
+                     longhaul's protocol are (they would arrive renamed): rename them to send them",
+                ),
+            ] {
+                let paths: Vec<PathBuf> = listing
+                    .skipped
+                    .iter()
+                    .filter(|s| s.1 == kind)
+                    .map(|s| s.0.clone())
+                    .collect();
+                warn_not_sent(&paths, what);
+            }
             let total = listing.files.iter().map(|f| f.2).sum();
             // What is sent is what was counted: the trees are not walked again.
             opts.listing = Some(listing);

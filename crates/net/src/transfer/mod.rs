@@ -65,7 +65,7 @@ mod send;
 pub use channel::Transport;
 pub use control::{FileEntry, Msg, PROTOCOL_VERSION};
 pub use recv::{receive, RecvOptions, RecvSummary};
-pub use send::{list_files, send, synthetic_fill, Listing, SendOptions, SendSummary};
+pub use send::{list_files, send, synthetic_fill, Listing, SendOptions, SendSummary, Skip};
 
 use std::path::{Component, Path, PathBuf};
 

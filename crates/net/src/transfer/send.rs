@@ -125,13 +125,24 @@ pub struct SendSummary {
 pub struct Listing {
     /// The files to send: (source, name at the receiver, size), sorted by name.
     pub files: Vec<(PathBuf, String, u64)>,
-    /// What is not sent: symbolic links and special files inside the directories
-    /// given (links given as paths themselves are followed).
-    pub skipped: Vec<PathBuf>,
-    /// Not sent either: files inside the directories given that have the form of a
-    /// receiver's working files ([`super::is_working_file`]), which no receiver
-    /// accepts (left over from an interrupted session in a tree being sent on).
-    pub partial: Vec<PathBuf>,
+    /// What is inside the directories given but not sent, and why.
+    pub skipped: Vec<(PathBuf, Skip)>,
+}
+
+/// Why a path inside a directory given is not sent. (A path given itself is sent,
+/// or is an error.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skip {
+    /// A symbolic link or a special file: links inside a tree are not followed
+    /// (one could lead outside it, or round a loop); links given are.
+    Special,
+    /// The form of a receiver's working files ([`super::is_working_file`]), which
+    /// no receiver accepts: left over from an interrupted session in a tree being
+    /// sent on.
+    Partial,
+    /// A name that is not UTF-8, which the protocol's names are: it would arrive
+    /// renamed. A directory so named is left out whole.
+    NotUtf8,
 }
 
 /// The files under `paths`, and what is left out.
@@ -148,8 +159,10 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
         if m.is_dir() {
             for e in std::fs::read_dir(p).map_err(TransferError::io(p.display().to_string()))? {
                 let e = e.map_err(TransferError::io(p.display().to_string()))?;
-                let child = e.file_name().to_string_lossy().into_owned();
-                walk(&e.path(), format!("{name}/{child}"), false, out)?;
+                match e.file_name().into_string() {
+                    Ok(child) => walk(&e.path(), format!("{name}/{child}"), false, out)?,
+                    Err(_) => out.skipped.push((e.path(), Skip::NotUtf8)),
+                }
             }
         } else if m.is_file() {
             let file_name = name.rsplit('/').next().unwrap_or(&name);
@@ -163,7 +176,7 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
                     p.display()
                 )));
             } else {
-                out.partial.push(p.to_path_buf());
+                out.skipped.push((p.to_path_buf(), Skip::Partial));
             }
         } else if top {
             return Err(TransferError::Source(format!(
@@ -171,7 +184,7 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
                 p.display()
             )));
         } else {
-            out.skipped.push(p.to_path_buf());
+            out.skipped.push((p.to_path_buf(), Skip::Special));
         }
         Ok(())
     }
@@ -180,9 +193,17 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
         let name = p
             .canonicalize()
             .ok()
-            .and_then(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .and_then(|c| c.file_name().map(|n| n.to_owned()))
             .ok_or_else(|| {
                 TransferError::Source(format!("{}: no such file or directory", p.display()))
+            })?
+            .into_string()
+            .map_err(|_| {
+                TransferError::Source(format!(
+                    "{}: its name is not UTF-8, which names in longhaul's protocol are; \
+                     rename it to send it",
+                    p.display()
+                ))
             })?;
         walk(p, name, true, &mut out)?;
     }
@@ -793,7 +814,7 @@ fn verdicts(
 
 #[cfg(test)]
 mod tests {
-    use super::{list_files, synthetic_fill};
+    use super::{list_files, synthetic_fill, Skip};
     use std::path::PathBuf;
 
     /// Any slice of the synthetic file, at any offset and length, is the same bytes
@@ -832,19 +853,28 @@ mod tests {
         let names: Vec<(&str, u64)> = l.files.iter().map(|f| (f.1.as_str(), f.2)).collect();
         assert_eq!(names, [("tree/a", 2), ("tree/sub/b", 1)]);
         let mut skipped = l.skipped.clone();
-        skipped.sort();
-        assert_eq!(skipped, [link.join("out"), link.join("sub/loop")]);
+        skipped.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            skipped,
+            [
+                (link.join("out"), Skip::Special),
+                (link.join("sub/loop"), Skip::Special)
+            ]
+        );
         let e = list_files(&[PathBuf::from("/dev/null")]).unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
-    /// A receiver's working files in a tree are listed apart, not sent (no receiver
-    /// would take them); given by name, one is an error.
+    /// A receiver's working files in a tree, and names that are not UTF-8 (which
+    /// would arrive renamed), are listed as not sent, with why; given by name, each
+    /// is an error.
     #[test]
-    fn partial_files_of_a_receiver_are_not_sent() {
+    fn partial_files_and_names_not_utf8_are_not_sent() {
+        use std::os::unix::ffi::OsStrExt;
         let tmp = tempfile::tempdir().unwrap();
         let tree = tmp.path().join("tree");
-        std::fs::create_dir(&tree).unwrap();
+        let odd = std::ffi::OsStr::from_bytes(b"caf\xe9");
+        std::fs::create_dir_all(tree.join(odd)).unwrap();
         for f in [
             "x",
             ".x.longhaul-part",
@@ -853,18 +883,25 @@ mod tests {
         ] {
             std::fs::write(tree.join(f), f).unwrap();
         }
+        std::fs::write(tree.join(odd).join("inside"), "i").unwrap();
+        let odd_file = tree.join(std::ffi::OsStr::from_bytes(b"n\xffo"));
+        std::fs::write(&odd_file, "n").unwrap();
         let l = list_files(std::slice::from_ref(&tree)).unwrap();
         let names: Vec<&str> = l.files.iter().map(|f| f.1.as_str()).collect();
         assert_eq!(names, ["tree/x", "tree/y.longhaul-part"]);
-        let mut partial = l.partial.clone();
-        partial.sort();
+        let mut skipped = l.skipped.clone();
+        skipped.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(
-            partial,
+            skipped,
             [
-                tree.join(".x.longhaul-journal"),
-                tree.join(".x.longhaul-part")
+                (tree.join(".x.longhaul-journal"), Skip::Partial),
+                (tree.join(".x.longhaul-part"), Skip::Partial),
+                (tree.join(odd), Skip::NotUtf8),
+                (odd_file.clone(), Skip::NotUtf8),
             ]
         );
+        let e = list_files(&[odd_file]).unwrap_err();
+        assert!(e.to_string().contains("not UTF-8"), "{e}");
         let e = list_files(&[tree.join(".x.longhaul-part")]).unwrap_err();
         assert!(e.to_string().contains("rename it to send it"), "{e}");
     }

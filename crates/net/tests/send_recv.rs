@@ -141,6 +141,8 @@ fn files_and_a_tree_arrive_byte_exact_over_udt_and_tcp_with_1_4_and_8_channels()
             i as u8,
         );
     }
+    // Folders with no file arrive too (`same_tree` reads them on both sides).
+    std::fs::create_dir_all(tree.join("hollow/deeper")).unwrap();
     let single = src.path().join("single.dat");
     write(&single, 2_000_000, 9);
     for (transport, channels) in [
@@ -298,6 +300,17 @@ fn open_session(
     files: &[(&str, u64)],
     transport: Transport,
 ) -> (Msg, BufReader<TcpStream>, TcpStream) {
+    offer_with_dirs(addr, token, files, &[], transport)
+}
+
+/// [`open_session`], offering the folders `dirs` too.
+fn offer_with_dirs(
+    addr: SocketAddr,
+    token: &str,
+    files: &[(&str, u64)],
+    dirs: &[&str],
+    transport: Transport,
+) -> (Msg, BufReader<TcpStream>, TcpStream) {
     let s = TcpStream::connect(addr).unwrap();
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut w = s;
@@ -331,6 +344,7 @@ fn open_session(
         .collect();
     send(&Msg::Offer {
         files,
+        dirs: dirs.iter().map(|d| d.to_string()).collect(),
         channels: 1,
         block_size: 1 << 20,
         transport,
@@ -455,29 +469,38 @@ fn unsafe_names_and_existing_files_are_refused_with_nothing_written() {
 /// folder, and names in the way of the receiver's own files.
 #[test]
 fn offers_whose_files_would_collide_are_refused_with_nothing_written() {
-    let cases: &[(&[(&str, u64)], &str)] = &[
+    type Offered<'a> = (&'a [(&'a str, u64)], &'a [&'a str]);
+    let cases: &[(Offered, &str)] = &[
         (
-            &[("x", 10 << 20), (".x.longhaul-part", 1000)],
+            (&[("x", 10 << 20), (".x.longhaul-part", 1000)], &[]),
             "partial files",
         ),
-        (&[("t/.x.longhaul-journal", 10)], "partial files"),
+        ((&[("t/.x.longhaul-journal", 10)], &[]), "partial files"),
         (
-            &[("d", 10), ("d/x", 10)],
+            (&[("d", 10), ("d/x", 10)], &[]),
             "inside a folder that is also offered",
         ),
         (
-            &[("d", 10), ("d-1", 10), ("d/e/x", 10)],
+            (&[("d", 10), ("d-1", 10), ("d/e/x", 10)], &[]),
             "inside a folder that is also",
         ),
-        (&[("here/x", 10)], "goes through a file"),
-        (&[("dir", 10)], "is a folder on the receiver"),
+        ((&[("here/x", 10)], &[]), "goes through a file"),
+        ((&[("dir", 10)], &[]), "is a folder on the receiver"),
+        // Folders: one where a file is offered, inside one, or on one here.
+        ((&[("d", 10)], &["d"]), "as a file and as a folder"),
+        (
+            (&[("d", 10)], &["d/e"]),
+            "inside a folder that is also offered as a file",
+        ),
+        ((&[], &["here"]), "is a file on the receiver"),
+        ((&[], &["../up"]), "`..`"),
     ];
-    for (files, why) in cases {
+    for ((files, dirs), why) in cases {
         let dst = tempfile::tempdir().unwrap();
         std::fs::write(dst.path().join("here"), b"keep").unwrap();
         std::fs::create_dir(dst.path().join("dir")).unwrap();
         let (addr, h) = receiver(recv_opts(dst.path(), "t"));
-        let (reply, _r, _w) = open_session(addr, "t", files, Transport::Udt);
+        let (reply, _r, _w) = offer_with_dirs(addr, "t", files, dirs, Transport::Udt);
         assert!(
             matches!(&reply, Msg::Reject { reason } if reason.contains(why)),
             "{files:?}: {reply:?}"

@@ -10,8 +10,9 @@ use super::TransferError;
 /// The protocol version both sides must speak.
 /// Version 2: digests, confirmations and resends flow while the blocks do (version
 /// 1 exchanged them after the last block). Version 3: each data channel opens with
-/// its ticket. Version 4: `Accept.have` carries each held block's hash, and a
-/// `Digest` names the held blocks that changed and were sent again.
+/// its ticket. Version 4: `Accept.have` carries each held block's hash, a `Digest`
+/// names the held blocks that changed and were sent again, and an `Offer` names
+/// the folders too.
 pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Longest control line accepted (a file list of many names is one line).
@@ -49,6 +50,10 @@ pub enum Msg {
     Offer {
         /// The files.
         files: Vec<FileEntry>,
+        /// The folders of the trees offered (`/`-separated relative names), made
+        /// even when no file goes into them: an empty folder arrives too.
+        #[serde(default)]
+        dirs: Vec<String>,
         /// UDT channels to open.
         channels: u16,
         /// Largest block, bytes.

@@ -216,6 +216,17 @@ pub fn is_working_file(file_name: &str) -> bool {
 /// folder cannot be made in its place), not a folder in the receiver's way, and not
 /// a name of the receiver's working files ([`is_working_file`]).
 pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
+    join_checked(root, name, false)
+}
+
+/// [`safe_join`] for a folder offered: the same checks, except that the last
+/// component may be a folder on the receiver already (it is kept), and may not be
+/// a file there.
+pub fn safe_join_dir(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
+    join_checked(root, name, true)
+}
+
+fn join_checked(root: &Path, name: &str, dir: bool) -> Result<PathBuf, TransferError> {
     let bad = |why| TransferError::UnsafePath {
         path: name.to_string(),
         why,
@@ -250,8 +261,12 @@ pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf, TransferError> {
                     if i + 1 < last && !m.is_dir() {
                         return Err(bad("goes through a file on the receiver"));
                     }
-                    if i + 1 == last && m.is_dir() {
-                        return Err(bad("is a folder on the receiver"));
+                    if i + 1 == last && m.is_dir() != dir {
+                        return Err(bad(if dir {
+                            "is a file on the receiver"
+                        } else {
+                            "is a folder on the receiver"
+                        }));
                     }
                 }
             }
@@ -303,6 +318,12 @@ mod tests {
         }
         assert!(safe_join(root.path(), "f").is_ok());
         assert!(safe_join(root.path(), "d/x").is_ok());
+        // A folder offered may be one already, not a file.
+        assert!(safe_join_dir(root.path(), "d").is_ok());
+        assert!(safe_join_dir(root.path(), "d/new").is_ok());
+        let e = safe_join_dir(root.path(), "f").unwrap_err().to_string();
+        assert!(e.contains("is a file on the receiver"), "{e}");
+        assert!(safe_join_dir(root.path(), "../up").is_err());
         assert!(safe_join(root.path(), "x.longhaul-part").is_ok());
         assert_eq!(
             part_path(&root.path().join("a/b.dat")),

@@ -19,8 +19,8 @@ use longhaul_wire::block::BlockPacket;
 use super::channel::{DataChannel, Listener};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
 use super::{
-    channel_ticket, journal_path, key, new_journal_path, part_path, safe_join, TransferError,
-    END_OF_CHANNEL,
+    channel_ticket, journal_path, key, new_journal_path, part_path, safe_join, safe_join_dir,
+    TransferError, END_OF_CHANNEL,
 };
 use crate::clock::Clock;
 use crate::Impairment;
@@ -326,13 +326,14 @@ pub fn receive(
         })?;
         return Err(TransferError::Auth);
     }
-    let (files, channels, block_size, transport) = match ctl.recv()? {
+    let (files, dirs, channels, block_size, transport) = match ctl.recv()? {
         Msg::Offer {
             files,
+            dirs,
             channels,
             block_size,
             transport,
-        } => (files, channels, block_size, transport),
+        } => (files, dirs, channels, block_size, transport),
         m => {
             return Err(TransferError::Protocol(format!(
                 "expected an offer, got {m:?}"
@@ -383,15 +384,35 @@ pub fn receive(
         }
         targets.push((path, f.size));
     }
-    // A file offered where another offered file needs a folder (`d` and `d/x`).
-    if let Some((path, _)) = targets.iter().find(|(path, _)| {
-        path.ancestors()
-            .skip(1)
-            .take_while(|a| *a != opts.dir)
-            .any(|a| seen.contains(a))
-    }) {
+    // The folders offered (to make, even if empty), then: a file offered where
+    // another offered file or folder needs a folder (`d` and `d/x`), or a folder.
+    let mut folders = vec![];
+    for d in &dirs {
+        match safe_join_dir(&opts.dir, d) {
+            Ok(p) => folders.push(p),
+            Err(e) => return Err(refuse(&mut ctl, e)),
+        }
+    }
+    let clash = targets
+        .iter()
+        .map(|t| &t.0)
+        .chain(&folders)
+        .find(|path| {
+            path.ancestors()
+                .skip(1)
+                .take_while(|a| *a != opts.dir)
+                .any(|a| seen.contains(a))
+        })
+        .map(|path| (path, "inside a folder that is also offered as a file"))
+        .or_else(|| {
+            folders
+                .iter()
+                .find(|p| seen.contains(*p))
+                .map(|p| (p, "as a file and as a folder"))
+        });
+    if let Some((path, why)) = clash {
         let e = TransferError::Protocol(format!(
-            "`{}` is offered inside a folder that is also offered as a file",
+            "`{}` is offered {why}",
             path.strip_prefix(&opts.dir).unwrap_or(path).display()
         ));
         return Err(refuse(&mut ctl, e));
@@ -412,6 +433,11 @@ pub fn receive(
             opts.dir.display()
         ));
         return Err(refuse(&mut ctl, e));
+    }
+    if !opts.discard {
+        for d in &folders {
+            std::fs::create_dir_all(d).map_err(TransferError::io(d.display().to_string()))?;
+        }
     }
     let mut incoming = vec![];
     let mut have = vec![];

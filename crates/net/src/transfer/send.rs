@@ -125,6 +125,8 @@ pub struct SendSummary {
 pub struct Listing {
     /// The files to send: (source, name at the receiver, size), sorted by name.
     pub files: Vec<(PathBuf, String, u64)>,
+    /// The folders (names at the receiver), sorted: made there even if empty.
+    pub dirs: Vec<String>,
     /// What is inside the directories given but not sent, and why.
     pub skipped: Vec<(PathBuf, Skip)>,
 }
@@ -157,6 +159,7 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
         }
         .map_err(TransferError::io(p.display().to_string()))?;
         if m.is_dir() {
+            out.dirs.push(name.clone());
             for e in std::fs::read_dir(p).map_err(TransferError::io(p.display().to_string()))? {
                 let e = e.map_err(TransferError::io(p.display().to_string()))?;
                 match e.file_name().into_string() {
@@ -208,14 +211,17 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
         walk(p, name, true, &mut out)?;
     }
     out.files.sort_by(|a, b| a.1.cmp(&b.1));
-    check_names(&out.files)?;
+    out.dirs.sort();
+    out.dirs.dedup(); // one folder given twice: its files clash below
+    check_names(&out.files, &out.dirs)?;
     Ok(out)
 }
 
 /// Refuses a listing whose names the receiver could not all write: two files with
 /// one name (`a/x` and `b/x` given together), or a file whose name is a folder of
-/// another's (a file `d` and a folder `d` given together). `files` is sorted by name.
-fn check_names(files: &[(PathBuf, String, u64)]) -> Result<(), TransferError> {
+/// another's or a folder (a file `d` and a folder `d` given together). `files` is
+/// sorted by name.
+fn check_names(files: &[(PathBuf, String, u64)], dirs: &[String]) -> Result<(), TransferError> {
     let other_run = "send one of them in another run (a path given keeps only its last \
                      part as its name at the receiver)";
     if let Some(w) = files.windows(2).find(|w| w[0].1 == w[1].1) {
@@ -230,6 +236,12 @@ fn check_names(files: &[(PathBuf, String, u64)]) -> Result<(), TransferError> {
         .iter()
         .map(|f| (f.1.as_str(), f.0.as_path()))
         .collect();
+    if let Some((src, name, _)) = files.iter().find(|f| dirs.binary_search(&f.1).is_ok()) {
+        return Err(TransferError::Source(format!(
+            "{} would be `{name}` at the receiver, where a folder given is too: {other_run}",
+            src.display()
+        )));
+    }
     for (src, name, _) in files {
         let folders = name.match_indices('/').map(|(i, _)| &name[..i]);
         if let Some((folder, file)) = folders
@@ -423,11 +435,14 @@ type Shared = Arc<Mutex<Sched>>;
 
 /// Sends the files under `opts.paths` to a `longhaul recv` at `opts.dest`.
 pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
-    let files = match (opts.synthetic, &opts.listing) {
+    let (files, dirs) = match (opts.synthetic, &opts.listing) {
         // An empty path marks the generated file.
-        (Some(n), _) => vec![(PathBuf::new(), "synthetic".to_string(), n)],
-        (None, Some(listing)) => listing.files.clone(),
-        (None, None) => list_files(&opts.paths)?.files,
+        (Some(n), _) => (vec![(PathBuf::new(), "synthetic".to_string(), n)], vec![]),
+        (None, Some(listing)) => (listing.files.clone(), listing.dirs.clone()),
+        (None, None) => {
+            let listing = list_files(&opts.paths)?;
+            (listing.files, listing.dirs)
+        }
     };
     if opts.channels == 0 || opts.concurrency == 0 {
         return Err(TransferError::Protocol(
@@ -484,6 +499,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 size: *size,
             })
             .collect(),
+        dirs,
         channels: total_channels,
         block_size: opts.block_size,
         transport: opts.transport,
@@ -933,7 +949,7 @@ mod tests {
         // A file `d` and a folder `d` (with `d-1` sorting between them).
         refused(
             &["a/d", "a/d-1", "e/d"],
-            &[shown("a/d/x"), shown("e/d"), "inside a folder `d`".into()],
+            &[shown("e/d"), "where a folder given is too".into()],
         );
         // Two folders of one name are fine while the files in them differ.
         let l = list_files(&[p("a/d"), p("c/d")]).unwrap();

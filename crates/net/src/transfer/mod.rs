@@ -27,7 +27,8 @@
 //! both sides while the blocks pass (no second read). The receiver writes each
 //! block at its offset in a temporary file (`.NAME.longhaul-part`); once a file has
 //! all its blocks and its digest matches, it joins a commit batch: one `syncfs`,
-//! then the batch's renames and `FileDone`s. A block that fails its hash on arrival
+//! the batch's renames, a second `syncfs` (so a confirmed file survives a power
+//! cut), then the `FileDone`s. A block that fails its hash on arrival
 //! is asked for again at once (`Resend`) and comes back on the control channel, up
 //! to three times. A receiver whose session fails after `Accept` says why (`Reject`)
 //! and closes the control channel, so the sender stops at once with that reason.

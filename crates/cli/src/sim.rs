@@ -57,6 +57,7 @@ pub fn run(args: SimArgs) -> Result<(), Failure> {
         } => run_cmd(path, out, jobs, seed, quiet),
         SimCommand::Check { path } => {
             let job = load(&path)?;
+            warn_long_runs(&job);
             outln!("{}: {} run(s), all valid", path.display(), job.len())?;
             Ok(())
         }
@@ -65,6 +66,25 @@ pub fn run(args: SimArgs) -> Result<(), Failure> {
             Ok(())
         }
         SimCommand::Bench(b) => crate::bench::run(b),
+    }
+}
+
+/// Prints on stderr (the first few of) what is valid but makes runs very long.
+fn warn_long_runs(job: &Job) {
+    let scenarios: Box<dyn Iterator<Item = &Scenario>> = match job {
+        Job::Scenarios(list) => Box::new(list.iter()),
+        Job::Sweeps(sweeps) => Box::new(
+            sweeps
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| &p.scenario)),
+        ),
+    };
+    let warnings: Vec<String> = scenarios.flat_map(Scenario::long_run_warnings).collect();
+    for w in warnings.iter().take(3) {
+        eprintln!("warning: {w}");
+    }
+    if warnings.len() > 3 {
+        eprintln!("warning: and {} more like these", warnings.len() - 3);
     }
 }
 
@@ -105,6 +125,7 @@ fn run_cmd(
                 .for_each(|p| p.scenario.run.seed = seed),
         }
     }
+    warn_long_runs(&job);
     let out = out.unwrap_or(default_out);
     // Before any run: a sweep of many minutes must not fail at its end for want of
     // a place to put its results.

@@ -430,6 +430,25 @@ fn example_prints_a_valid_scenario() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// A UDP source whose rate makes the run hours long (2 Tb/s for 10 s: 1.7e9
+/// packets, each simulated) is valid, with a warning naming it; one of 500 Mb/s
+/// gets none. (It used to start without a word.)
+#[test]
+fn a_udp_source_that_makes_the_run_long_is_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (rate, warned) in [("2Tbps", true), ("500Mbps", false)] {
+        let text = format!(
+            "duration = \"10s\"\n[topology]\nkind = \"chain\"\n[[topology.links]]\n\
+             rate = \"1Gbps\"\ndelay = \"1ms\"\n[[flow]]\nprotocol = \"udp\"\nrate = \"{rate}\"\n"
+        );
+        std::fs::write(tmp.path().join("udp.toml"), text).unwrap();
+        let o = longhaul(&["sim", "check", "udp.toml"], tmp.path());
+        assert!(o.status.success(), "{rate}: {}", stderr(&o));
+        let said = stderr(&o).contains("the UDP source n0 -> n1 offers 1.7e9 packets");
+        assert_eq!(said, warned, "{rate}: {}", stderr(&o));
+    }
+}
+
 /// The scenario example in README.md is a valid scenario, so the documentation
 /// cannot drift from the format.
 #[test]

@@ -489,7 +489,42 @@ pub fn read_small_file(path: &Path, max: u64) -> std::io::Result<String> {
     Ok(text)
 }
 
+/// A UDP source offering more packets than this makes a run of minutes or more:
+/// each packet is simulated, at a few events apiece (about 10 M events a second).
+pub const LONG_RUN_UDP_PACKETS: f64 = 1e9;
+
 impl Scenario {
+    /// Warnings for what is valid but makes the run very long: UDP sources that
+    /// offer more than [`LONG_RUN_UDP_PACKETS`] packets (rate × sending time ÷
+    /// packet size), most likely a slip of units.
+    pub fn long_run_warnings(&self) -> Vec<String> {
+        let end = Instant::ZERO + self.run.duration;
+        let name = |n: usize| &self.topology.nodes[n].name;
+        self.flows
+            .iter()
+            .filter_map(|f| match f {
+                FlowSpec::Udp(u) => Some(u),
+                _ => None,
+            })
+            .filter_map(|u| {
+                let stop = u.stop.map_or(end, |s| s.min(end));
+                let secs = stop.saturating_duration_since(u.start).as_secs_f64();
+                let pkts = u.rate.as_bps() as f64 * secs / (8.0 * f64::from(u.packet_size));
+                (pkts > LONG_RUN_UDP_PACKETS).then(|| {
+                    format!(
+                        "{}: the UDP source {} -> {} offers {pkts:.1e} packets ({:.3e} b/s for \
+                         {secs} s), each simulated: the run will take long; lower its `rate` or \
+                         the `duration` if that was not meant",
+                        self.run.name,
+                        name(u.from),
+                        name(u.to),
+                        u.rate.as_bps() as f64,
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Loads and validates the scenario file at `path`.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         Self::parse(&read_text(path)?, path)

@@ -364,7 +364,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                     .collect();
                 warn_not_sent(&paths, what);
             }
-            let total = listing.files.iter().map(|f| f.2).sum();
+            let total = listing.files.iter().map(|f| f.size).sum();
             // What is sent is what was counted: the trees are not walked again.
             opts.listing = Some(listing);
             total

@@ -340,11 +340,18 @@ fn offer_with_dirs(
         .map(|&(name, size)| longhaul_net::transfer::FileEntry {
             path: name.into(),
             size,
+            mode: None,
         })
         .collect();
     send(&Msg::Offer {
         files,
-        dirs: dirs.iter().map(|d| d.to_string()).collect(),
+        dirs: dirs
+            .iter()
+            .map(|d| longhaul_net::transfer::DirEntry {
+                path: d.to_string(),
+                mode: None,
+            })
+            .collect(),
         channels: 1,
         block_size: 1 << 20,
         transport,
@@ -647,7 +654,7 @@ fn a_listing_given_is_what_is_sent() {
     write(&tree.join("a"), 1000, 1);
     write(&tree.join("sub/b"), 2000, 2);
     let listing = longhaul_net::transfer::list_files(std::slice::from_ref(&tree)).unwrap();
-    let shown: u64 = listing.files.iter().map(|f| f.2).sum();
+    let shown: u64 = listing.files.iter().map(|f| f.size).sum();
     write(&tree.join("late"), 500, 3);
     let dst = tempfile::tempdir().unwrap();
     let (addr, h) = receiver(recv_opts(dst.path(), "k"));
@@ -924,6 +931,62 @@ fn a_file_written_to_while_sent_is_reported() {
     }
     let (sent, _) = outcome(sending.join().unwrap(), h, "a busy file");
     assert_eq!(sent.modified, ["busy.bin"]);
+}
+
+/// Files and folders arrive with their permission bits less the receiver's umask,
+/// as `cp` and `scp` make them: a private file stays private, a script stays
+/// executable. (Every file arrived `0o666` less the umask: a `0o600` file became
+/// readable by everyone.) Setuid and the like are dropped; a folder's owner keeps
+/// rwx, so the files can go in.
+#[test]
+fn permission_bits_travel_with_files_and_folders() {
+    use std::os::unix::fs::PermissionsExt;
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|m| u32::from_str_radix(m.trim(), 8).unwrap())
+        .unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("t");
+    let files = [
+        ("secret", 0o600),
+        ("script", 0o755),
+        ("shared", 0o664),
+        ("setuid", 0o4755),
+        ("big", 0o640),
+    ];
+    for (name, mode) in files {
+        write(
+            &tree.join(name),
+            if name == "big" { 700_000 } else { 100 },
+            1,
+        );
+        std::fs::set_permissions(tree.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let folders = [("private", 0o700), ("open", 0o775), ("readonly", 0o555)];
+    for (name, mode) in folders {
+        std::fs::create_dir(tree.join(name)).unwrap();
+        std::fs::set_permissions(tree.join(name), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    let mut o = send_opts(vec![tree.clone()], addr, "k", 2);
+    o.block_size = 256 << 10; // `big` is journaled: its part file is made at the offer
+    outcome(send(&o), h, "modes");
+    let mode = |name: &str| {
+        std::fs::metadata(dst.path().join("t").join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    for (name, m) in files {
+        assert_eq!(mode(name), m & 0o777 & !umask, "{name}");
+    }
+    for (name, m) in folders {
+        assert_eq!(mode(name), (m | 0o700) & !umask, "{name}");
+    }
 }
 
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.

@@ -25,6 +25,21 @@ pub struct FileEntry {
     pub path: String,
     /// Bytes.
     pub size: u64,
+    /// Permission bits (`0o777`) for the copy, less the receiver's umask; without
+    /// them, `0o666` less the umask (what a new file gets).
+    #[serde(default)]
+    pub mode: Option<u32>,
+}
+
+/// A folder offered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    /// `/`-separated relative name.
+    pub path: String,
+    /// Permission bits (`0o777`), as for a file (the owner keeps `rwx`, so the
+    /// receiver can put the files in).
+    #[serde(default)]
+    pub mode: Option<u32>,
 }
 
 /// A control message.
@@ -50,10 +65,10 @@ pub enum Msg {
     Offer {
         /// The files.
         files: Vec<FileEntry>,
-        /// The folders of the trees offered (`/`-separated relative names), made
-        /// even when no file goes into them: an empty folder arrives too.
+        /// The folders of the trees offered, made even when no file goes into
+        /// them: an empty folder arrives too.
         #[serde(default)]
-        dirs: Vec<String>,
+        dirs: Vec<DirEntry>,
         /// UDT channels to open.
         channels: u16,
         /// Largest block, bytes.

@@ -64,9 +64,12 @@ mod recv;
 mod send;
 
 pub use channel::Transport;
-pub use control::{FileEntry, Msg, PROTOCOL_VERSION};
+pub use control::{DirEntry, FileEntry, Msg, PROTOCOL_VERSION};
 pub use recv::{receive, RecvOptions, RecvSummary};
-pub use send::{list_files, send, synthetic_fill, Listing, SendOptions, SendSummary, Skip};
+pub use send::{
+    list_files, send, synthetic_fill, ListedDir, ListedFile, Listing, SendOptions, SendSummary,
+    Skip,
+};
 
 use std::path::{Component, Path, PathBuf};
 

@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -118,6 +118,35 @@ struct Incoming {
     refetched: u64,
     /// Checked and dropped, not written ([`RecvOptions::discard`]).
     discard: bool,
+    /// Permission bits the file gets when it is put in place ([`final_mode`]).
+    mode: u32,
+}
+
+/// Permission bits of a part file: its owner's only, whatever the file's own will
+/// be, so a partial copy of a private file is never readable by others, and the
+/// receiver can always write it.
+const PART_MODE: u32 = 0o600;
+
+/// The permission bits a received file gets: the sender's (or, if it gave none,
+/// a new file's `0o666`) less this process's umask, as `cp` and `scp` give a new
+/// file, without setuid, setgid or sticky bits.
+fn final_mode(offered: Option<u32>) -> u32 {
+    offered.unwrap_or(0o666) & 0o777 & !umask()
+}
+
+/// This process's umask, read from `/proc/self/status` (`umask(2)` can only read
+/// it by setting it, which races with other threads); `0o022` if unreadable.
+fn umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("Umask:"))?;
+                u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
+            })
+            .unwrap_or(0o022)
+    })
 }
 
 fn random_nonce() -> Result<[u8; 32], TransferError> {
@@ -141,6 +170,7 @@ impl Incoming {
         let file = OpenOptions::new()
             .write(true)
             .create(!self.journaled)
+            .mode(PART_MODE)
             .truncate(!self.journaled)
             .open(&self.part)
             .map_err(TransferError::io(self.part.display().to_string()))?;
@@ -382,16 +412,18 @@ pub fn receive(
             let e = TransferError::Protocol(format!("`{}` is offered twice", f.path));
             return Err(refuse(&mut ctl, e));
         }
-        targets.push((path, f.size));
+        targets.push((path, f.size, f.mode));
     }
     // The folders offered (to make, even if empty), then: a file offered where
     // another offered file or folder needs a folder (`d` and `d/x`), or a folder.
     let mut folders = vec![];
+    let mut folder_modes = vec![];
     for d in &dirs {
-        match safe_join_dir(&opts.dir, d) {
+        match safe_join_dir(&opts.dir, &d.path) {
             Ok(p) => folders.push(p),
             Err(e) => return Err(refuse(&mut ctl, e)),
         }
+        folder_modes.push(d.mode);
     }
     let clash = targets
         .iter()
@@ -435,14 +467,22 @@ pub fn receive(
         return Err(refuse(&mut ctl, e));
     }
     if !opts.discard {
-        for d in &folders {
-            std::fs::create_dir_all(d).map_err(TransferError::io(d.display().to_string()))?;
+        // Parents first (the offer lists them so), each with its mode less the
+        // umask, as `mkdir` does; the owner keeps rwx to put the files in. A folder
+        // that exists is kept as it is.
+        for (d, mode) in folders.iter().zip(&folder_modes) {
+            let mode = (mode.unwrap_or(0o777) & 0o777) | 0o700;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(d)
+                .map_err(TransferError::io(d.display().to_string()))?;
         }
     }
     let mut incoming = vec![];
     let mut have = vec![];
     let mut made_dir = None;
-    for (path, size) in targets {
+    for (path, size, mode) in targets {
         let parent = path
             .parent()
             .expect("joined under the directory")
@@ -464,6 +504,7 @@ pub fn receive(
             // Made (or kept) here and closed again: blocks reopen it as they come.
             let file = OpenOptions::new()
                 .create(true)
+                .mode(PART_MODE)
                 .truncate(kept.is_none())
                 .read(true)
                 .write(true)
@@ -499,6 +540,7 @@ pub fn receive(
             journaled,
             open: None,
             size,
+            mode: final_mode(mode),
             received,
             kept: hashes.keys().copied().collect(),
             hashes,
@@ -869,7 +911,7 @@ impl Session {
 
     /// Renames verified file `i` into place and drops its journal.
     fn place(&mut self, i: usize) -> Result<(), TransferError> {
-        let (part, path, journal, journaled, size) = {
+        let (part, path, journal, journaled, size, mode) = {
             let all = self.incoming.lock().expect("no panics hold it");
             let f = &all[i];
             (
@@ -878,14 +920,25 @@ impl Session {
                 f.journal_path.clone(),
                 f.journaled,
                 f.size,
+                f.mode,
             )
         };
         if !self.discard {
+            let io = |p: &PathBuf| TransferError::io(p.display().to_string());
             if size == 0 {
                 // No block came to make it.
-                File::create(&part).map_err(TransferError::io(part.display().to_string()))?;
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(PART_MODE)
+                    .open(&part)
+                    .map_err(io(&part))?;
             }
-            std::fs::rename(&part, &path).map_err(TransferError::io(path.display().to_string()))?;
+            // Its own mode only now that it is whole and checked.
+            std::fs::set_permissions(&part, std::fs::Permissions::from_mode(mode))
+                .map_err(io(&part))?;
+            std::fs::rename(&part, &path).map_err(io(&path))?;
         }
         if journaled {
             let _ = std::fs::remove_file(&journal);
@@ -1264,6 +1317,7 @@ mod tests {
                     journaled: false,
                     open: None,
                     size,
+                    mode: 0o644,
                     received: 0,
                     hashes: BTreeMap::new(),
                     kept: HashSet::new(),
@@ -1345,6 +1399,7 @@ mod tests {
             part: part.clone(),
             journal_path: journal_path.clone(),
             journaled: true,
+            mode: 0o644,
             open: None,
             size: 200,
             received: 0,

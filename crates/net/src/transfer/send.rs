@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,7 @@ use longhaul_proto::udt::UdtConnConfig;
 
 use super::channel::DataChannel;
 use super::control::{
-    hex, unhex, Control, ControlReader, ControlWriter, FileEntry, Msg, PROTOCOL_VERSION,
+    hex, unhex, Control, ControlReader, ControlWriter, DirEntry, FileEntry, Msg, PROTOCOL_VERSION,
 };
 use super::{channel_ticket, key, TransferError, END_OF_CHANNEL};
 use crate::Impairment;
@@ -123,12 +123,35 @@ pub struct SendSummary {
 /// What [`list_files`] found.
 #[derive(Debug, Clone, Default)]
 pub struct Listing {
-    /// The files to send: (source, name at the receiver, size), sorted by name.
-    pub files: Vec<(PathBuf, String, u64)>,
-    /// The folders (names at the receiver), sorted: made there even if empty.
-    pub dirs: Vec<String>,
+    /// The files to send, sorted by name.
+    pub files: Vec<ListedFile>,
+    /// The folders, sorted by name: made at the receiver even if empty.
+    pub dirs: Vec<ListedDir>,
     /// What is inside the directories given but not sent, and why.
     pub skipped: Vec<(PathBuf, Skip)>,
+}
+
+/// A file to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    /// Where it is read from (empty for the generated file).
+    pub source: PathBuf,
+    /// Its `/`-separated name at the receiver.
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    /// Permission bits (`0o777`), which the receiver gives its copy (less its umask,
+    /// as `cp` and `scp` do): a private file stays private.
+    pub mode: u32,
+}
+
+/// A folder to make at the receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedDir {
+    /// Its `/`-separated name at the receiver.
+    pub name: String,
+    /// Permission bits (`0o777`), as for a file.
+    pub mode: u32,
 }
 
 /// Why a path inside a directory given is not sent. (A path given itself is sent,
@@ -159,7 +182,10 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
         }
         .map_err(TransferError::io(p.display().to_string()))?;
         if m.is_dir() {
-            out.dirs.push(name.clone());
+            out.dirs.push(ListedDir {
+                name: name.clone(),
+                mode: m.permissions().mode() & 0o777,
+            });
             for e in std::fs::read_dir(p).map_err(TransferError::io(p.display().to_string()))? {
                 let e = e.map_err(TransferError::io(p.display().to_string()))?;
                 match e.file_name().into_string() {
@@ -170,7 +196,12 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
         } else if m.is_file() {
             let file_name = name.rsplit('/').next().unwrap_or(&name);
             if !super::is_working_file(file_name) {
-                out.files.push((p.to_path_buf(), name, m.len()));
+                out.files.push(ListedFile {
+                    source: p.to_path_buf(),
+                    name,
+                    size: m.len(),
+                    mode: m.permissions().mode() & 0o777,
+                });
             } else if top {
                 return Err(TransferError::Source(format!(
                     "{}: has the form of a longhaul receiver's partial file \
@@ -210,9 +241,9 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
             })?;
         walk(p, name, true, &mut out)?;
     }
-    out.files.sort_by(|a, b| a.1.cmp(&b.1));
-    out.dirs.sort();
-    out.dirs.dedup(); // one folder given twice: its files clash below
+    out.files.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dirs.sort_by(|a, b| a.name.cmp(&b.name));
+    out.dirs.dedup_by(|a, b| a.name == b.name); // one folder given twice: its files clash below
     check_names(&out.files, &out.dirs)?;
     Ok(out)
 }
@@ -221,28 +252,35 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
 /// one name (`a/x` and `b/x` given together), or a file whose name is a folder of
 /// another's or a folder (a file `d` and a folder `d` given together). `files` is
 /// sorted by name.
-fn check_names(files: &[(PathBuf, String, u64)], dirs: &[String]) -> Result<(), TransferError> {
+fn check_names(files: &[ListedFile], dirs: &[ListedDir]) -> Result<(), TransferError> {
     let other_run = "send one of them in another run (a path given keeps only its last \
                      part as its name at the receiver)";
-    if let Some(w) = files.windows(2).find(|w| w[0].1 == w[1].1) {
+    if let Some(w) = files.windows(2).find(|w| w[0].name == w[1].name) {
         return Err(TransferError::Source(format!(
             "{} and {} would both be `{}` at the receiver: {other_run}",
-            w[0].0.display(),
-            w[1].0.display(),
-            w[0].1
+            w[0].source.display(),
+            w[1].source.display(),
+            w[0].name
         )));
     }
     let by_name: HashMap<&str, &Path> = files
         .iter()
-        .map(|f| (f.1.as_str(), f.0.as_path()))
+        .map(|f| (f.name.as_str(), f.source.as_path()))
         .collect();
-    if let Some((src, name, _)) = files.iter().find(|f| dirs.binary_search(&f.1).is_ok()) {
+    if let Some(f) = files
+        .iter()
+        .find(|f| dirs.binary_search_by(|d| d.name.cmp(&f.name)).is_ok())
+    {
         return Err(TransferError::Source(format!(
-            "{} would be `{name}` at the receiver, where a folder given is too: {other_run}",
-            src.display()
+            "{} would be `{}` at the receiver, where a folder given is too: {other_run}",
+            f.source.display(),
+            f.name
         )));
     }
-    for (src, name, _) in files {
+    for ListedFile {
+        source: src, name, ..
+    } in files
+    {
         let folders = name.match_indices('/').map(|(i, _)| &name[..i]);
         if let Some((folder, file)) = folders
             .filter_map(|d| by_name.get(d).map(|f| (d, f)))
@@ -437,7 +475,15 @@ type Shared = Arc<Mutex<Sched>>;
 pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let (files, dirs) = match (opts.synthetic, &opts.listing) {
         // An empty path marks the generated file.
-        (Some(n), _) => (vec![(PathBuf::new(), "synthetic".to_string(), n)], vec![]),
+        (Some(n), _) => {
+            let file = ListedFile {
+                source: PathBuf::new(),
+                name: "synthetic".into(),
+                size: n,
+                mode: 0o644,
+            };
+            (vec![file], vec![])
+        }
         (None, Some(listing)) => (listing.files.clone(), listing.dirs.clone()),
         (None, None) => {
             let listing = list_files(&opts.paths)?;
@@ -494,12 +540,19 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     ctl.send(&Msg::Offer {
         files: files
             .iter()
-            .map(|(_, path, size)| FileEntry {
-                path: path.clone(),
-                size: *size,
+            .map(|f| FileEntry {
+                path: f.name.clone(),
+                size: f.size,
+                mode: Some(f.mode),
             })
             .collect(),
-        dirs,
+        dirs: dirs
+            .iter()
+            .map(|d| DirEntry {
+                path: d.name.clone(),
+                mode: Some(d.mode),
+            })
+            .collect(),
         channels: total_channels,
         block_size: opts.block_size,
         transport: opts.transport,
@@ -531,8 +584,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     };
     let (reader, writer) = ctl.split()?;
     let writer = Arc::new(Mutex::new(writer));
-    let sizes: Vec<u64> = files.iter().map(|f| f.2).collect();
-    let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.0.clone()).collect());
+    let sizes: Vec<u64> = files.iter().map(|f| f.size).collect();
+    let sources: Arc<Vec<PathBuf>> = Arc::new(files.iter().map(|f| f.source.clone()).collect());
     let shared: Shared = Arc::new(Mutex::new(Sched {
         next_file: 0,
         lanes: (0..opts.concurrency).map(|_| Lane::default()).collect(),
@@ -669,7 +722,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     if !bad.is_empty() {
         let names: Vec<String> = bad
             .iter()
-            .map(|&i| files.get(i).map_or("?".into(), |f| f.1.clone()))
+            .map(|&i| files.get(i).map_or("?".into(), |f| f.name.clone()))
             .collect();
         return Err(TransferError::Integrity(format!(
             "the receiver could not verify: {}",
@@ -678,7 +731,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     }
     let (confirmation_waits, modified) = {
         let s = shared.lock().expect("no panics hold it");
-        let names = s.modified.iter().map(|&i| files[i].1.clone()).collect();
+        let names = s.modified.iter().map(|&i| files[i].name.clone()).collect();
         (s.confirmation_waits, names)
     };
     Ok(SendSummary {
@@ -866,7 +919,7 @@ mod tests {
         let link = tmp.path().join("link");
         symlink(&tree, &link).unwrap();
         let l = list_files(std::slice::from_ref(&link)).unwrap();
-        let names: Vec<(&str, u64)> = l.files.iter().map(|f| (f.1.as_str(), f.2)).collect();
+        let names: Vec<(&str, u64)> = l.files.iter().map(|f| (f.name.as_str(), f.size)).collect();
         assert_eq!(names, [("tree/a", 2), ("tree/sub/b", 1)]);
         let mut skipped = l.skipped.clone();
         skipped.sort_by(|a, b| a.0.cmp(&b.0));
@@ -903,7 +956,7 @@ mod tests {
         let odd_file = tree.join(std::ffi::OsStr::from_bytes(b"n\xffo"));
         std::fs::write(&odd_file, "n").unwrap();
         let l = list_files(std::slice::from_ref(&tree)).unwrap();
-        let names: Vec<&str> = l.files.iter().map(|f| f.1.as_str()).collect();
+        let names: Vec<&str> = l.files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["tree/x", "tree/y.longhaul-part"]);
         let mut skipped = l.skipped.clone();
         skipped.sort_by(|a, b| a.0.cmp(&b.0));
@@ -953,7 +1006,7 @@ mod tests {
         );
         // Two folders of one name are fine while the files in them differ.
         let l = list_files(&[p("a/d"), p("c/d")]).unwrap();
-        let names: Vec<&str> = l.files.iter().map(|f| f.1.as_str()).collect();
+        let names: Vec<&str> = l.files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["d/x", "d/y"]);
     }
 }

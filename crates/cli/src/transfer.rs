@@ -64,6 +64,11 @@ pub struct RecvArgs {
     /// Replace files that exist.
     #[arg(long)]
     overwrite: bool,
+    /// Ports for the data channels, LO-HI (or one port): the first free ones, one
+    /// per channel, for a firewall that opens only those (as GridFTP's
+    /// GLOBUS_TCP_PORT_RANGE). By default the system picks them.
+    #[arg(long)]
+    data_ports: Option<String>,
     /// Refuse sessions whose buffers (channels × (block + UDT buffer)) would take
     /// more memory than this here.
     #[arg(long, default_value = "512MiB")]
@@ -150,8 +155,10 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         ))
     })?;
     let memory_cap = memory_cap(&a.memory_cap)?;
+    let data_ports = a.data_ports.as_deref().map(data_ports).transpose()?;
     let opts = RecvOptions {
         memory_cap,
+        data_ports,
         discard: a.discard,
         listen: a.listen,
         overwrite: a.overwrite,
@@ -490,6 +497,27 @@ fn warn_not_sent(paths: &[PathBuf], what: &str) {
         paths.len(),
         shown.join(", ")
     );
+}
+
+/// `--data-ports`: `LO-HI` or one port, within 1..=65535, LO at most HI.
+fn data_ports(s: &str) -> Result<std::ops::RangeInclusive<u16>, Failure> {
+    let bad = || {
+        Failure::input(anyhow::anyhow!(
+            "--data-ports `{s}`: give LO-HI (e.g. 50000-50100) or one port, from 1 to 65535"
+        ))
+    };
+    let port = |p: &str| p.trim().parse::<u16>().ok().filter(|&p| p > 0);
+    let (lo, hi) = match s.split_once('-') {
+        Some((lo, hi)) => (port(lo).ok_or_else(bad)?, port(hi).ok_or_else(bad)?),
+        None => {
+            let p = port(s).ok_or_else(bad)?;
+            (p, p)
+        }
+    };
+    if lo > hi {
+        return Err(bad());
+    }
+    Ok(lo..=hi)
 }
 
 /// `--memory-cap`: a size of at least 1 MiB.

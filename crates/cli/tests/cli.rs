@@ -780,6 +780,18 @@ fn send_and_recv_over_loopback() {
             stderr(&o)
         );
     }
+    for ports in ["70000", "5-3", "0-10", "a-b", "1-2-3", ""] {
+        let o = longhaul(
+            &["recv", "--token-file", "tok", "--data-ports", ports, "dst5"],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{ports}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("--data-ports `{ports}`")),
+            "{}",
+            stderr(&o)
+        );
+    }
     // Memory to memory: a generated stream to a receiver that writes nothing.
     let (recv, addr, _) = serve("--discard");
     let before = std::fs::read_dir(dir.path()).unwrap().count();

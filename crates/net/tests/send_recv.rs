@@ -989,6 +989,50 @@ fn permission_bits_travel_with_files_and_folders() {
     }
 }
 
+/// With a data port range, the channels listen on its first free ports, passing
+/// over taken ones, and a session asking for more channels than it has free ports
+/// is refused saying so. (A firewall that opens a range needs this; the ports were
+/// always the system's choice.)
+#[test]
+fn data_channels_listen_in_the_port_range_given() {
+    // Five UDP ports in a row that are free now, the first of them then taken.
+    let (base, taken) = (0..50)
+        .find_map(|_| {
+            let first = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
+            let base = first.local_addr().ok()?.port();
+            let rest: Option<Vec<_>> = (1..5u16)
+                .map(|i| std::net::UdpSocket::bind(("127.0.0.1", base.checked_add(i)?)).ok())
+                .collect();
+            rest.map(|_| (base, first)) // the others are let go
+        })
+        .expect("five free ports in a row");
+    let src = tempfile::tempdir().unwrap();
+    let f = src.path().join("f.bin");
+    write(&f, 200_000, 4);
+    for (hi, ok) in [(base + 4, true), (base + 3, false)] {
+        let dst = tempfile::tempdir().unwrap();
+        let (addr, h) = receiver(RecvOptions {
+            data_ports: Some(base..=hi),
+            ..recv_opts(dst.path(), "k")
+        });
+        let mut o = send_opts(vec![f.clone()], addr, "k", 4);
+        o.transport = Transport::Udt;
+        let sent = send(&o);
+        if ok {
+            outcome(sent, h, "four free ports of five");
+            assert!(same_file(&f, &dst.path().join("f.bin")));
+        } else {
+            let e = sent.unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("data ports {base}-{hi} have only 3 free")),
+                "{e}"
+            );
+            assert!(h.join().unwrap().is_err());
+        }
+    }
+    drop(taken);
+}
+
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Logged {

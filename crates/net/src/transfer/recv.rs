@@ -16,7 +16,7 @@ use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 use longhaul_wire::block::BlockPacket;
 
-use super::channel::{DataChannel, Listener};
+use super::channel::{DataChannel, Listener, Transport};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
 use super::{
     channel_ticket, journal_path, key, new_journal_path, part_path, safe_join, safe_join_dir,
@@ -49,6 +49,10 @@ pub struct RecvOptions {
     /// The most buffer memory a session may take here ([`super::MEMORY_CAP`] by
     /// default); a larger offer is refused before anything is set up.
     pub memory_cap: u64,
+    /// Ports the data channels listen on (a firewall's opening, as GridFTP's
+    /// `GLOBUS_TCP_PORT_RANGE`): the first free ones, one per channel. `None`: ports
+    /// the system picks.
+    pub data_ports: Option<std::ops::RangeInclusive<u16>>,
 }
 
 impl RecvOptions {
@@ -66,6 +70,7 @@ impl RecvOptions {
             timeout: Duration::from_secs(30),
             impair: None,
             memory_cap: super::MEMORY_CAP,
+            data_ports: None,
         }
     }
 }
@@ -289,6 +294,40 @@ fn lock_dir(opts: &RecvOptions) -> Result<Option<Arc<Flock<File>>>, TransferErro
     }
 }
 
+/// A listener per data channel: on ports the system picks, or on the first free
+/// ports of `opts.data_ports` (taken ones are passed over).
+fn bind_data_ports(
+    opts: &RecvOptions,
+    transport: Transport,
+    channels: u16,
+) -> Result<Vec<Listener>, TransferError> {
+    let at = |port| SocketAddr::new(opts.listen.ip(), port);
+    let Some(range) = &opts.data_ports else {
+        return (0..channels)
+            .map(|_| Listener::bind(transport, at(0)))
+            .collect();
+    };
+    let mut listeners = vec![];
+    let mut ports = range.clone();
+    while listeners.len() < usize::from(channels) {
+        let Some(port) = ports.next() else {
+            return Err(TransferError::Protocol(format!(
+                "{channels} data channels asked for, and the receiver's data ports {}-{} \
+                 have only {} free: use fewer channels, or give the receiver a wider \
+                 --data-ports range",
+                range.start(),
+                range.end(),
+                listeners.len()
+            )));
+        };
+        // Taken (by another program, or another session): the next one.
+        if let Ok(l) = Listener::bind(transport, at(port)) {
+            listeners.push(l);
+        }
+    }
+    Ok(listeners)
+}
+
 /// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended before the
 /// first byte.
 fn read_exact(s: &mut DataChannel, buf: &mut [u8]) -> Result<bool, TransferError> {
@@ -391,6 +430,10 @@ pub fn receive(
         ));
         return Err(refuse(&mut ctl, e));
     }
+    let listeners = match bind_data_ports(opts, transport, channels) {
+        Ok(l) => l,
+        Err(e) => return Err(refuse(&mut ctl, e)),
+    };
     // Check every name before anything is written.
     let mut targets = vec![];
     let mut seen = std::collections::HashSet::new();
@@ -549,13 +592,6 @@ pub fn receive(
         });
     }
     let incoming = Arc::new(Mutex::new(incoming));
-    let mut listeners = vec![];
-    for _ in 0..channels {
-        listeners.push(Listener::bind(
-            transport,
-            SocketAddr::new(opts.listen.ip(), 0),
-        )?);
-    }
     let ports = listeners
         .iter()
         .map(Listener::port)

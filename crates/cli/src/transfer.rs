@@ -64,6 +64,11 @@ pub struct RecvArgs {
     /// Replace files that exist.
     #[arg(long)]
     overwrite: bool,
+    /// Sessions to serve, one after another, before exiting (0: until interrupted).
+    /// A failed session is reported and the next one served; the exit code is 1 if
+    /// any failed.
+    #[arg(long, default_value_t = 1)]
+    sessions: u64,
     /// Ports for the data channels, LO-HI (or one port): the first free ones, one
     /// per channel, for a firewall that opens only those (as GridFTP's
     /// GLOBUS_TCP_PORT_RANGE). By default the system picks them.
@@ -170,12 +175,42 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         },
         ..RecvOptions::new(dir.canonicalize()?, &token)
     };
-    let s = receive(&opts, |addr| {
-        eprintln!("listening on {addr}");
-        if let Ok(Some(w)) = longhaul_net::socket_buffer_warning(addr.ip()) {
-            eprintln!("warning (UDT channels): {w}");
+    if a.sessions == 1 {
+        let s = receive(&opts, listening)?;
+        return report_session(&s, a.json);
+    }
+    // Session after session on one listener, so a sender never finds the port shut.
+    let listener = longhaul_net::transfer::listen(&opts)?;
+    listening(listener.local_addr()?);
+    let mut failed = 0u64;
+    let mut served = 0u64;
+    while a.sessions == 0 || served < a.sessions {
+        served += 1;
+        match longhaul_net::transfer::receive_on(&listener, &opts) {
+            Ok(s) => report_session(&s, a.json)?,
+            Err(e) => {
+                failed += 1;
+                eprintln!("error: session {served}: {e}");
+            }
         }
-    })?;
+    }
+    if failed > 0 {
+        return Err(anyhow::anyhow!("{failed} of {served} sessions failed").into());
+    }
+    Ok(())
+}
+
+/// Says where the receiver listens, and warns if the UDT channels' socket buffers
+/// are small.
+fn listening(addr: SocketAddr) {
+    eprintln!("listening on {addr}");
+    if let Ok(Some(w)) = longhaul_net::socket_buffer_warning(addr.ip()) {
+        eprintln!("warning (UDT channels): {w}");
+    }
+}
+
+/// Prints what a session received.
+fn report_session(s: &longhaul_net::transfer::RecvSummary, json: bool) -> Result<(), Failure> {
     if s.turned_away > 0 {
         eprintln!(
             "warning: {} connection(s) to the data ports did not open with this session's \
@@ -183,7 +218,7 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
             s.turned_away
         );
     }
-    if a.json {
+    if json {
         outln!(
             "{}",
             serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "bytes": s.bytes, "turned_away": s.turned_away})

@@ -553,6 +553,14 @@ fn spawn_recv(
     cwd: &Path,
     out: &str,
 ) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
+    spawn_recv_with(cwd, &[out])
+}
+
+/// [`spawn_recv`] with `args` (options, then `OUT`) after `--json`.
+fn spawn_recv_with(
+    cwd: &Path,
+    args: &[&str],
+) -> (std::process::Child, String, std::thread::JoinHandle<String>) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     let mut child = Command::new(env!("CARGO_BIN_EXE_longhaul"))
@@ -563,8 +571,8 @@ fn spawn_recv(
             "--token-file",
             "tok",
             "--json",
-            out,
         ])
+        .args(args)
         .current_dir(cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -584,6 +592,47 @@ fn spawn_recv(
         rest
     });
     (child, addr, drain)
+}
+
+/// `recv --sessions 3` serves three sessions on one port, one after another: a
+/// failed one (a wrong token) is reported and the next is served; it exits 1, as
+/// one failed, with the good sessions' files in place. (It served one session.)
+#[test]
+fn recv_serves_session_after_session() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tok"), "right\n").unwrap();
+    std::fs::write(dir.path().join("bad"), "wrong\n").unwrap();
+    std::fs::write(dir.path().join("a.txt"), "first").unwrap();
+    std::fs::write(dir.path().join("b.txt"), "third").unwrap();
+    let (recv, addr, err) = spawn_recv_with(dir.path(), &["--sessions", "3", "dst"]);
+    for (token, file, ok) in [
+        ("tok", "a.txt", true),
+        ("bad", "b.txt", false),
+        ("tok", "b.txt", true),
+    ] {
+        let o = longhaul(&["send", "--token-file", token, file, &addr], dir.path());
+        assert_eq!(o.status.success(), ok, "{token} {file}: {}", stderr(&o));
+    }
+    let r = recv.wait_with_output().unwrap();
+    assert_eq!(r.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = String::from_utf8(r.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines.iter().all(|l| l["files"] == 1), "{lines:?}");
+    let err = err.join().unwrap();
+    assert!(err.contains("session 2: authentication failed"), "{err}");
+    assert!(err.contains("1 of 3 sessions failed"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.path().join("dst/a.txt")).unwrap(),
+        b"first"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("dst/b.txt")).unwrap(),
+        b"third"
+    );
 }
 
 /// `longhaul recv` and `longhaul send` on loopback: a tree arrives byte-exact and

@@ -65,7 +65,7 @@ mod send;
 
 pub use channel::Transport;
 pub use control::{DirEntry, FileEntry, Msg, PROTOCOL_VERSION};
-pub use recv::{receive, RecvOptions, RecvSummary};
+pub use recv::{listen, receive, receive_on, RecvOptions, RecvSummary};
 pub use send::{
     list_files, send, synthetic_fill, ListedDir, ListedFile, Listing, SendOptions, SendSummary,
     Skip,

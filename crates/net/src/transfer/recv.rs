@@ -353,14 +353,39 @@ pub fn receive(
     opts: &RecvOptions,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<RecvSummary, TransferError> {
+    // A directory in use is said before anything listens.
     let dir_lock = lock_dir(opts)?;
-    let listener = TcpListener::bind(opts.listen)
-        .map_err(TransferError::io(format!("listening on {}", opts.listen)))?;
+    let listener = listen(opts)?;
     listening(
         listener
             .local_addr()
             .map_err(TransferError::io("listening"))?,
     );
+    serve_session(&listener, opts, dir_lock)
+}
+
+/// The control listener for sessions under `opts` ([`receive_on`]).
+pub fn listen(opts: &RecvOptions) -> Result<TcpListener, TransferError> {
+    TcpListener::bind(opts.listen)
+        .map_err(TransferError::io(format!("listening on {}", opts.listen)))
+}
+
+/// Serves one session on a control listener that is already bound, so that a
+/// receiver serving session after session never stops listening between them.
+/// `opts.listen` is not used.
+pub fn receive_on(
+    listener: &TcpListener,
+    opts: &RecvOptions,
+) -> Result<RecvSummary, TransferError> {
+    serve_session(listener, opts, lock_dir(opts)?)
+}
+
+/// One session on `listener`, holding the directory with `dir_lock`.
+fn serve_session(
+    listener: &TcpListener,
+    opts: &RecvOptions,
+    dir_lock: Option<Arc<Flock<File>>>,
+) -> Result<RecvSummary, TransferError> {
     let (tcp, peer) = listener.accept().map_err(TransferError::io("accepting"))?;
     tcp.set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
         .map_err(TransferError::io("control channel"))?;

@@ -1033,6 +1033,21 @@ fn data_channels_listen_in_the_port_range_given() {
     drop(taken);
 }
 
+/// A connection that says nothing is dropped after one step's wait (here 1 s),
+/// not the data phase's ten minutes, so it cannot hold a receiver (and the sessions
+/// after it) for long.
+#[test]
+fn a_silent_connection_is_dropped_after_a_steps_wait() {
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(RecvOptions {
+        timeout: Duration::from_secs(1),
+        ..recv_opts(dst.path(), "k")
+    });
+    let _silent = TcpStream::connect(addr).unwrap();
+    let got = ended_within(h, Duration::from_secs(10));
+    assert!(matches!(got, Some(Err(_))), "{got:?}");
+}
+
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Logged {

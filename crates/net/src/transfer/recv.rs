@@ -387,7 +387,14 @@ fn serve_session(
     dir_lock: Option<Arc<Flock<File>>>,
 ) -> Result<RecvSummary, TransferError> {
     let (tcp, peer) = listener.accept().map_err(TransferError::io("accepting"))?;
-    tcp.set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
+    // Until the offer, a step's wait: a sender says hello, proves the token and
+    // offers at once, and a connection that says nothing (a port scanner's, or a
+    // peer that hangs) must not hold the receiver, and the next session, for long.
+    // After it, the long wait of the data phase.
+    tcp.set_read_timeout(Some(opts.timeout))
+        .map_err(TransferError::io("control channel"))?;
+    let handle = tcp
+        .try_clone()
         .map_err(TransferError::io("control channel"))?;
     let mut ctl = Control::new(tcp)?;
     match ctl.recv()? {
@@ -434,6 +441,9 @@ fn serve_session(
             )))
         }
     };
+    handle
+        .set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
+        .map_err(TransferError::io("control channel"))?;
     let refuse = |ctl: &mut Control, e: TransferError| -> TransferError {
         let _ = ctl.send(&Msg::Reject {
             reason: e.to_string(),

@@ -3,13 +3,14 @@
 //!
 //! ```text
 //!  sender                                   receiver (listens on TCP)
-//!   |-- Hello{version 3} ---------------------->|
+//!   |-- Hello{version 4} ---------------------->|
 //!   |<------------------------ Challenge{nonce} |
 //!   |-- Auth{mac = BLAKE3_k(nonce)} ----------->|   k = BLAKE3(token): the token
-//!   |-- Offer{files, channels, block size} ---->|   never crosses the network
-//!   |<------ Accept{ports, blocks held} / Reject|
+//!   |-- Offer{files, folders, channels, ...} -->|   never crosses the network
+//!   |<-- Accept{ports, blocks held + hashes}    |
+//!   |                               / Reject    |
 //!   |== N channels: [ticket] then [header][data][BLAKE3(data)] ... [end] ==>|
-//!   |-- Digest{file} (once its blocks are out) >|
+//!   |-- Digest{file, held blocks re-sent} ----->|   once its blocks are out
 //!   |<----------- Resend{block} (hash failed)   |
 //!   |-- Block{file, offset} + bytes ----------->|
 //!   |<---------------- FileDone{file, ok} ...   |   as each file is verified and

@@ -1008,9 +1008,10 @@ impl Session {
                     .open(&part)
                     .map_err(io(&part))?;
             }
-            // Its own mode only now that it is whole and checked.
-            std::fs::set_permissions(&part, std::fs::Permissions::from_mode(mode))
-                .map_err(io(&part))?;
+            // Its own mode only now that it is whole and checked. A file system
+            // without Unix modes (vfat, some CIFS mounts) refuses: the bytes are
+            // what was asked for, so the file goes in place all the same.
+            let _ = std::fs::set_permissions(&part, std::fs::Permissions::from_mode(mode));
             std::fs::rename(&part, &path).map_err(io(&path))?;
         }
         if journaled {

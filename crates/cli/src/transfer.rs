@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, Skip, Transport};
+use longhaul_net::transfer::{
+    receive, send, RecvOptions, SendOptions, Skip, TransferError, Transport,
+};
 use longhaul_proto::cc::ArUdtConfig;
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig, MIN_MSS};
 
@@ -188,9 +190,15 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         served += 1;
         match longhaul_net::transfer::receive_on(&listener, &opts) {
             Ok(s) => report_session(&s, a.json)?,
+            // Another receiver took the directory between sessions: it stays
+            // theirs, so serving on would only refuse every sender.
+            Err(e @ TransferError::DirInUse(_)) => return Err(e.into()),
             Err(e) => {
                 failed += 1;
                 eprintln!("error: session {served}: {e}");
+                // A failure that comes at once again and again (the listener out of
+                // descriptors) must not spin.
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
     }

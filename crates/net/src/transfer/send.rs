@@ -250,8 +250,8 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
 
 /// Refuses a listing whose names the receiver could not all write: two files with
 /// one name (`a/x` and `b/x` given together), or a file whose name is a folder of
-/// another's or a folder (a file `d` and a folder `d` given together). `files` is
-/// sorted by name.
+/// another's or a folder (a file `d` and a folder `d` given together). `files` and
+/// `dirs` are sorted by name.
 fn check_names(files: &[ListedFile], dirs: &[ListedDir]) -> Result<(), TransferError> {
     let other_run = "send one of them in another run (a path given keeps only its last \
                      part as its name at the receiver)";

@@ -485,20 +485,17 @@ fn offers_whose_files_would_collide_are_refused_with_nothing_written() {
         ((&[("t/.x.longhaul-journal", 10)], &[]), "partial files"),
         (
             (&[("d", 10), ("d/x", 10)], &[]),
-            "inside a folder that is also offered",
+            "which is also offered as a file",
         ),
         (
             (&[("d", 10), ("d-1", 10), ("d/e/x", 10)], &[]),
-            "inside a folder that is also",
+            "which is also offered as a file",
         ),
         ((&[("here/x", 10)], &[]), "goes through a file"),
         ((&[("dir", 10)], &[]), "is a folder on the receiver"),
         // Folders: one where a file is offered, inside one, or on one here.
         ((&[("d", 10)], &["d"]), "as a file and as a folder"),
-        (
-            (&[("d", 10)], &["d/e"]),
-            "inside a folder that is also offered as a file",
-        ),
+        ((&[("d", 10)], &["d/e"]), "which is also offered as a file"),
         ((&[], &["here"]), "is a file on the receiver"),
         ((&[], &["../up"]), "`..`"),
     ];

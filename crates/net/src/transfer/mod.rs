@@ -215,6 +215,41 @@ pub fn is_working_file(file_name: &str) -> bool {
     file_name.starts_with('.') && WORKING_SUFFIXES.iter().any(|s| file_name.ends_with(s))
 }
 
+/// Why offered names cannot all be written, whatever the receiver holds already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameClash<'a> {
+    /// Two files of this name.
+    Twice(&'a str),
+    /// A file and a folder of this name.
+    FileAndFolder(&'a str),
+    /// `name` (a file's or a folder's) lies inside `file`, which is a file.
+    InsideFile {
+        /// The name inside.
+        name: &'a str,
+        /// The file it would need as a folder.
+        file: &'a str,
+    },
+}
+
+/// The first clash among the `/`-separated names of `files` and `dirs`, if any.
+/// The sender checks its listing with it before connecting (to name the paths),
+/// and the receiver checks every offer with it (a sender may be anyone).
+pub(crate) fn name_clash<'a>(files: &[&'a str], dirs: &[&'a str]) -> Option<NameClash<'a>> {
+    let mut file_names = std::collections::HashSet::with_capacity(files.len());
+    if let Some(&twice) = files.iter().find(|&&f| !file_names.insert(f)) {
+        return Some(NameClash::Twice(twice));
+    }
+    if let Some(&both) = dirs.iter().find(|d| file_names.contains(*d)) {
+        return Some(NameClash::FileAndFolder(both));
+    }
+    files.iter().chain(dirs).find_map(|&name| {
+        name.match_indices('/')
+            .map(|(i, _)| &name[..i])
+            .find(|folder| file_names.contains(folder))
+            .map(|file| NameClash::InsideFile { name, file })
+    })
+}
+
 /// A relative name offered by a sender, checked and joined under `root`: no
 /// absolute paths, no `..`, no empty or `.` parts, no component that is a symlink
 /// on the receiver's side (which could lead out of `root`) or a file there (a
@@ -286,6 +321,38 @@ fn join_checked(root: &Path, name: &str, dir: bool) -> Result<PathBuf, TransferE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The clashes a set of names can hold, and sets that hold none.
+    #[test]
+    fn name_clashes() {
+        use NameClash::*;
+        let cases: &[(&[&str], &[&str], Option<NameClash>)] = &[
+            (&["a/x", "b/x"], &["a", "b"], None),
+            (&["x", "x"], &[], Some(Twice("x"))),
+            (&["d"], &["d"], Some(FileAndFolder("d"))),
+            // `d-1` sorts between `d` and `d/x`: not a clash, and no hiding place.
+            (
+                &["d", "d-1", "d/x"],
+                &[],
+                Some(InsideFile {
+                    name: "d/x",
+                    file: "d",
+                }),
+            ),
+            (
+                &["d"],
+                &["d/e"],
+                Some(InsideFile {
+                    name: "d/e",
+                    file: "d",
+                }),
+            ),
+            (&["d-1", "d/x"], &["d"], None),
+        ];
+        for &(files, dirs, want) in cases {
+            assert_eq!(name_clash(files, dirs), want, "{files:?} {dirs:?}");
+        }
+    }
 
     #[test]
     fn unsafe_names_are_refused() {

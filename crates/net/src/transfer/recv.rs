@@ -19,8 +19,8 @@ use longhaul_wire::block::BlockPacket;
 use super::channel::{DataChannel, Listener, Transport};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
 use super::{
-    channel_ticket, journal_path, key, new_journal_path, part_path, safe_join, safe_join_dir,
-    TransferError, END_OF_CHANNEL,
+    channel_ticket, journal_path, key, name_clash, new_journal_path, part_path, safe_join,
+    safe_join_dir, NameClash, TransferError, END_OF_CHANNEL,
 };
 use crate::clock::Clock;
 use crate::Impairment;
@@ -471,9 +471,21 @@ fn serve_session(
         Ok(l) => l,
         Err(e) => return Err(refuse(&mut ctl, e)),
     };
-    // Check every name before anything is written.
+    // Check every name before anything is written: against each other, then each
+    // against what the receiver holds.
+    let file_names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    let dir_names: Vec<&str> = dirs.iter().map(|d| d.path.as_str()).collect();
+    if let Some(clash) = name_clash(&file_names, &dir_names) {
+        let why = match clash {
+            NameClash::Twice(n) => format!("`{n}` is offered twice"),
+            NameClash::FileAndFolder(n) => format!("`{n}` is offered as a file and as a folder"),
+            NameClash::InsideFile { name, file } => {
+                format!("`{name}` is offered inside `{file}`, which is also offered as a file")
+            }
+        };
+        return Err(refuse(&mut ctl, TransferError::Protocol(why)));
+    }
     let mut targets = vec![];
-    let mut seen = std::collections::HashSet::new();
     for f in &files {
         let path = match safe_join(&opts.dir, &f.path) {
             Ok(p) => p,
@@ -488,46 +500,15 @@ fn serve_session(
             ));
             return Err(refuse(&mut ctl, e));
         }
-        if !seen.insert(path.clone()) {
-            let e = TransferError::Protocol(format!("`{}` is offered twice", f.path));
-            return Err(refuse(&mut ctl, e));
-        }
         targets.push((path, f.size, f.mode));
     }
-    // The folders offered (to make, even if empty), then: a file offered where
-    // another offered file or folder needs a folder (`d` and `d/x`), or a folder.
+    // The folders offered, to make even if empty.
     let mut folders = vec![];
-    let mut folder_modes = vec![];
     for d in &dirs {
         match safe_join_dir(&opts.dir, &d.path) {
-            Ok(p) => folders.push(p),
+            Ok(p) => folders.push((p, d.mode)),
             Err(e) => return Err(refuse(&mut ctl, e)),
         }
-        folder_modes.push(d.mode);
-    }
-    let clash = targets
-        .iter()
-        .map(|t| &t.0)
-        .chain(&folders)
-        .find(|path| {
-            path.ancestors()
-                .skip(1)
-                .take_while(|a| *a != opts.dir)
-                .any(|a| seen.contains(a))
-        })
-        .map(|path| (path, "inside a folder that is also offered as a file"))
-        .or_else(|| {
-            folders
-                .iter()
-                .find(|p| seen.contains(*p))
-                .map(|p| (p, "as a file and as a folder"))
-        });
-    if let Some((path, why)) = clash {
-        let e = TransferError::Protocol(format!(
-            "`{}` is offered {why}",
-            path.strip_prefix(&opts.dir).unwrap_or(path).display()
-        ));
-        return Err(refuse(&mut ctl, e));
     }
     // Room for everything, before anything is written.
     let need: u64 = if opts.discard {
@@ -550,7 +531,7 @@ fn serve_session(
         // Parents first (the offer lists them so), each with its mode less the
         // umask, as `mkdir` does; the owner keeps rwx to put the files in. A folder
         // that exists is kept as it is.
-        for (d, mode) in folders.iter().zip(&folder_modes) {
+        for (d, mode) in &folders {
             let mode = (mode.unwrap_or(0o777) & 0o777) | 0o700;
             std::fs::DirBuilder::new()
                 .recursive(true)

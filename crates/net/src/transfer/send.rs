@@ -18,7 +18,7 @@ use super::channel::DataChannel;
 use super::control::{
     hex, unhex, Control, ControlReader, ControlWriter, DirEntry, FileEntry, Msg, PROTOCOL_VERSION,
 };
-use super::{channel_ticket, key, TransferError, END_OF_CHANNEL};
+use super::{channel_ticket, key, name_clash, NameClash, TransferError, END_OF_CHANNEL};
 use crate::Impairment;
 
 /// How to send.
@@ -248,53 +248,45 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
     Ok(out)
 }
 
-/// Refuses a listing whose names the receiver could not all write: two files with
-/// one name (`a/x` and `b/x` given together), or a file whose name is a folder of
-/// another's or a folder (a file `d` and a folder `d` given together). `files` and
-/// `dirs` are sorted by name.
+/// Refuses a listing whose names the receiver could not all write ([`name_clash`]):
+/// two files of one name (`a/x` and `b/x` given together), or a file whose name is
+/// a folder's, or a folder of another's (a file `d` and a folder `d` given
+/// together). The message names the paths given.
 fn check_names(files: &[ListedFile], dirs: &[ListedDir]) -> Result<(), TransferError> {
+    let file_names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    let dir_names: Vec<&str> = dirs.iter().map(|d| d.name.as_str()).collect();
+    let Some(clash) = name_clash(&file_names, &dir_names) else {
+        return Ok(());
+    };
+    // The sources of a name (two for a name given twice).
+    let sources = |name: &str| -> Vec<String> {
+        files
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| f.source.display().to_string())
+            .collect()
+    };
     let other_run = "send one of them in another run (a path given keeps only its last \
                      part as its name at the receiver)";
-    if let Some(w) = files.windows(2).find(|w| w[0].name == w[1].name) {
-        return Err(TransferError::Source(format!(
-            "{} and {} would both be `{}` at the receiver: {other_run}",
-            w[0].source.display(),
-            w[1].source.display(),
-            w[0].name
-        )));
-    }
-    let by_name: HashMap<&str, &Path> = files
-        .iter()
-        .map(|f| (f.name.as_str(), f.source.as_path()))
-        .collect();
-    if let Some(f) = files
-        .iter()
-        .find(|f| dirs.binary_search_by(|d| d.name.cmp(&f.name)).is_ok())
-    {
-        return Err(TransferError::Source(format!(
-            "{} would be `{}` at the receiver, where a folder given is too: {other_run}",
-            f.source.display(),
-            f.name
-        )));
-    }
-    for ListedFile {
-        source: src, name, ..
-    } in files
-    {
-        let folders = name.match_indices('/').map(|(i, _)| &name[..i]);
-        if let Some((folder, file)) = folders
-            .filter_map(|d| by_name.get(d).map(|f| (d, f)))
-            .next()
-        {
-            return Err(TransferError::Source(format!(
-                "{} would be `{name}` at the receiver, inside a folder `{folder}`, but {} \
-                 is a file of that name: {other_run}",
-                src.display(),
-                file.display(),
-            )));
+    Err(TransferError::Source(match clash {
+        NameClash::Twice(name) => {
+            let sources = sources(name);
+            let each = if sources.len() == 2 { "both" } else { "all" };
+            format!(
+                "{} would {each} be `{name}` at the receiver: {other_run}",
+                sources.join(" and ")
+            )
         }
-    }
-    Ok(())
+        NameClash::FileAndFolder(name) => format!(
+            "{} would be `{name}` at the receiver, where a folder given is too: {other_run}",
+            sources(name).join(" and ")
+        ),
+        NameClash::InsideFile { name, file } => format!(
+            "`{name}` would be inside a folder `{file}` at the receiver, but {} is a file \
+             of that name: {other_run}",
+            sources(file).join(" and ")
+        ),
+    }))
 }
 
 /// One file's progress on the sending side.

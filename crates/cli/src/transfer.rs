@@ -63,7 +63,10 @@ pub struct RecvArgs {
     /// Control address to listen on.
     #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
     listen: SocketAddr,
-    /// Replace files that exist.
+    /// Replace files that exist, whole. Without it, a file here of the name and size
+    /// offered is compared by content (read back and hashed) and kept either way: the
+    /// same is confirmed without being sent, another is reported; any other file in
+    /// the way refuses the session.
     #[arg(long)]
     overwrite: bool,
     /// Sessions to serve, one after another, before exiting (0: until interrupted).
@@ -229,11 +232,16 @@ fn report_session(s: &longhaul_net::transfer::RecvSummary, json: bool) -> Result
     if json {
         outln!(
             "{}",
-            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "bytes": s.bytes, "turned_away": s.turned_away})
+            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "present_files": s.present, "bytes": s.bytes, "turned_away": s.turned_away})
         )?;
     } else {
+        let present = match s.present {
+            0 => String::new(),
+            1 => "; 1 file was here already, the same, and was not sent".into(),
+            n => format!("; {n} files were here already, the same, and were not sent"),
+        };
         outln!(
-            "received {} files, {} bytes, from {}",
+            "received {} files, {} bytes, from {}{present}",
             s.files,
             s.bytes,
             s.peer
@@ -482,7 +490,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "present_files": s.present, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",
@@ -499,11 +507,26 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                  changed here since were"
             ),
         };
+        let present = match s.present {
+            0 => String::new(),
+            1 => "; 1 file was at the receiver already, the same, and was not sent".into(),
+            n => format!("; {n} files were at the receiver already, the same, and were not sent"),
+        };
         outln!(
-            "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}",
+            "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}{present}",
             s.files,
             s.bytes
         )?;
+    }
+    if !s.differ.is_empty() {
+        return Err(anyhow::anyhow!(
+            "{} file(s) at the receiver have the size of the ones here but other contents, \
+             and were neither sent nor replaced: {}; to replace them, start the receiver \
+             with `longhaul recv --overwrite`",
+            s.differ.len(),
+            s.differ.join(", ")
+        )
+        .into());
     }
     if !s.modified.is_empty() {
         // As Globus fails a file whose checksum moved during the transfer: the copy

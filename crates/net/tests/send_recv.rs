@@ -854,6 +854,132 @@ fn a_resume_sends_again_the_kept_blocks_that_changed_since() {
     }
 }
 
+/// A tree sent again to a receiver that holds part of it sends only what the
+/// receiver lacks: the files there already (the same, by their blocks' hashes) are
+/// confirmed as they are, without a byte sent or written. A file there of the same
+/// size but other contents is neither sent nor replaced, and both ends say so.
+/// (Before, any file there refused the whole session, so a tree interrupted after
+/// its first file could be finished only with `recv --overwrite`, which sent it
+/// all again.)
+#[test]
+fn a_tree_sent_again_sends_only_what_the_receiver_lacks() {
+    const BLOCK: u32 = 64 << 10;
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("tree");
+    // Empty, one block, several blocks with a short last one, exactly two blocks.
+    let sizes = [
+        ("empty", 0),
+        ("one", 1000),
+        ("multi", 300_000),
+        ("two", 131_072),
+    ];
+    for (i, (name, len)) in sizes.iter().enumerate() {
+        write(&tree.join(name), *len, i as u8);
+    }
+    let dst = tempfile::tempdir().unwrap();
+    let run = |o: SendOptions| {
+        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        let sent = send(&SendOptions { dest: addr, ..o });
+        (sent, h.join().unwrap())
+    };
+    let opts = || SendOptions {
+        block_size: BLOCK,
+        ..send_opts(vec![tree.clone()], "127.0.0.1:9".parse().unwrap(), "k", 2)
+    };
+    let (sent, got) = run(opts());
+    let (sent, got) = (sent.expect("first send"), got.expect("first receive"));
+    assert_eq!(
+        (sent.files, sent.present, got.files, got.present),
+        (4, 0, 4, 0)
+    );
+
+    // The receiver loses one file; the sender gains one.
+    std::fs::remove_file(dst.path().join("tree/multi")).unwrap();
+    write(&tree.join("new"), 70_000, 9);
+    let (sent, got) = run(opts());
+    let (sent, got) = (sent.expect("second send"), got.expect("second receive"));
+    assert_eq!(
+        (sent.files, sent.present, got.files, got.present),
+        (2, 3, 2, 3),
+        "multi and new are sent; empty, one and two are there"
+    );
+    assert_eq!(sent.blocks, 5 + 2, "only the blocks of multi and new");
+    assert_eq!((sent.skipped, sent.changed), (0, 0));
+    assert_eq!(got.bytes, 300_000 + 70_000);
+    same_tree(&tree, &dst.path().join("tree"));
+
+    // A file there of the same size with other contents (an edit on either side):
+    // left as it is, and reported by both ends; the rest is confirmed.
+    let theirs = dst.path().join("tree/multi");
+    let mut other = std::fs::read(&theirs).unwrap();
+    other[200_000] ^= 1;
+    std::fs::write(&theirs, &other).unwrap();
+    let (sent, got) = run(opts());
+    let sent = sent.expect("the session itself succeeds");
+    assert_eq!(sent.differ, ["tree/multi"]);
+    assert_eq!((sent.files, sent.present, sent.blocks), (0, 4, 0));
+    let e = got
+        .expect_err("the receiver reports the file it kept")
+        .to_string();
+    assert!(e.contains("other contents") && e.contains("multi"), "{e}");
+    assert_eq!(std::fs::read(&theirs).unwrap(), other, "not replaced");
+    let stray: Vec<_> = std::fs::read_dir(dst.path().join("tree"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with('.'))
+        .collect();
+    assert!(stray.is_empty(), "no part file or journal: {stray:?}");
+}
+
+/// A tree whose session broke off after some files were confirmed, with one in
+/// part: sent again, the confirmed files are not sent, the part resumes from its
+/// journal, and the rest come whole.
+#[test]
+fn an_interrupted_tree_finishes_on_the_next_run() {
+    const BLOCK: u32 = 64 << 10;
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("tree");
+    for i in 0..6 {
+        write(
+            &tree.join(format!("f{i}")),
+            5 * BLOCK as usize - 100,
+            i as u8,
+        );
+    }
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    // One channel, files in order: blocks 0-4 are f0, 5-9 f1, 10-12 the start of f2.
+    let mut o = SendOptions {
+        block_size: BLOCK,
+        stop_after_blocks: Some(13),
+        ..send_opts(vec![tree.clone()], addr, "k", 1)
+    };
+    assert!(send(&o).is_err());
+    assert!(h.join().unwrap().is_err());
+    // The receiver's channel may still be writing what it took: wait for f2's part.
+    let journal = dst.path().join("tree/.f2.longhaul-journal");
+    for _ in 0..100 {
+        if std::fs::read_to_string(&journal).is_ok_and(|j| j.lines().count() == 4) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        dst.path().join("tree/f1").exists(),
+        "f0 and f1 were confirmed"
+    );
+
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    o.dest = addr;
+    o.stop_after_blocks = None;
+    let (sent, got) = outcome(send(&o), h, "the second run");
+    assert_eq!((sent.files, sent.present), (4, 2));
+    assert_eq!(sent.skipped, 3, "f2's three journaled blocks");
+    assert_eq!(sent.blocks, 2 + 3 * 5);
+    assert_eq!((got.files, got.present), (4, 2));
+    same_tree(&tree, &dst.path().join("tree"));
+}
+
 /// One session per directory: a second receiver into a directory a session holds
 /// is refused at once, without listening, and one started after the session ends
 /// serves. (Two sessions receiving one name shared a part file and journal, each

@@ -12,8 +12,10 @@ use super::TransferError;
 /// 1 exchanged them after the last block). Version 3: each data channel opens with
 /// its ticket. Version 4: `Accept.have` carries each held block's hash, a `Digest`
 /// names the held blocks that changed and were sent again, and an `Offer` names
-/// the folders too.
-pub const PROTOCOL_VERSION: u32 = 4;
+/// the folders too. Version 5: `Accept.present` names the files the receiver holds
+/// whole already, and `Checking` keeps the sender waiting while the receiver reads
+/// back what it holds.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Longest control line accepted (a file list of many names is one line).
 const MAX_LINE: u64 = 256 << 20;
@@ -86,6 +88,26 @@ pub enum Msg {
         /// unless its own block there differs (the file changed since).
         #[serde(default)]
         have: Vec<Vec<(u64, String)>>,
+        /// Files the receiver holds whole already, of the size offered (from an
+        /// earlier session, or another copy): (index in the offer, the file's
+        /// digest there, hex). The sender sends none of their blocks. Where its
+        /// own digest differs, the receiver's file is another of that name and
+        /// size, which it does not replace (it was not started with
+        /// `--overwrite`): the file fails on both sides. One digest per file, not
+        /// a hash per block as in `have`, so that the answer to a tree sent again
+        /// grows with the files offered, not with the bytes held.
+        #[serde(default)]
+        present: Vec<(u32, String)>,
+    },
+    /// Receiver, before `Accept`: it is reading back what it holds (files already
+    /// there, blocks an interrupted session kept) to hash them, and has read `bytes`
+    /// of `total`. Sent about once a second, so a sender waiting for `Accept` while
+    /// terabytes are read back knows the receiver is alive.
+    Checking {
+        /// Bytes read back so far.
+        bytes: u64,
+        /// Bytes to read back in all.
+        total: u64,
     },
     /// Receiver: no, and why: the offer is refused, or (after `Accept`) the session
     /// failed; the receiver closes the control channel after it.

@@ -82,6 +82,9 @@ pub struct RecvSummary {
     pub peer: SocketAddr,
     /// Files written and verified.
     pub files: usize,
+    /// Files that were here whole already, the same as the sender's (by their
+    /// digest): nothing of them was sent or written.
+    pub present: usize,
     /// Bytes written.
     pub bytes: u64,
     /// Blocks that failed their hash on arrival and were fetched again.
@@ -125,6 +128,11 @@ struct Incoming {
     discard: bool,
     /// Permission bits the file gets when it is put in place ([`final_mode`]).
     mode: u32,
+    /// Here whole already, of the size offered (`Accept.present`): its digest,
+    /// read back from the file itself. None of its blocks may arrive; the
+    /// sender's digest alone decides: the same file, or another that is left as
+    /// it is.
+    present: Option<[u8; 32]>,
 }
 
 /// Permission bits of a part file: its owner's only, whatever the file's own will
@@ -262,18 +270,108 @@ fn verify_kept(
     kept: BTreeMap<u64, [u8; 32]>,
     size: u64,
     block_size: u32,
+    read_back: &mut ReadBack,
 ) -> Result<BTreeMap<u64, [u8; 32]>, TransferError> {
-    let mut buf = vec![0u8; block_size as usize];
     let mut good = BTreeMap::new();
-    for (o, h) in kept {
-        let n = (size - o).min(u64::from(block_size)) as usize;
-        file.read_exact_at(&mut buf[..n], o)
-            .map_err(TransferError::io(part.display().to_string()))?;
-        if blake3::hash(&buf[..n]).as_bytes() == &h {
+    let offsets = kept.keys().copied().collect::<Vec<_>>();
+    hash_blocks(file, part, &offsets, size, block_size, read_back, |o, h| {
+        if kept[&o] == h {
             good.insert(o, h);
         }
-    }
+    })?;
     Ok(good)
+}
+
+/// The digest of a file here whole already ([`Incoming::present`]), computed as
+/// the sender computes its own: BLAKE3 over its blocks' hashes in order.
+fn digest_present(
+    path: &std::path::Path,
+    size: u64,
+    block_size: u32,
+    read_back: &mut ReadBack,
+) -> Result<[u8; 32], TransferError> {
+    let file = File::open(path).map_err(TransferError::io(path.display().to_string()))?;
+    let offsets: Vec<u64> = (0..size).step_by(block_size as usize).collect();
+    let mut d = blake3::Hasher::new();
+    hash_blocks(
+        &file,
+        path,
+        &offsets,
+        size,
+        block_size,
+        read_back,
+        |_, h| {
+            d.update(&h);
+        },
+    )?;
+    Ok(*d.finalize().as_bytes())
+}
+
+/// Reads the blocks of `file` (`shown` in errors) at `offsets` and hands each one's
+/// BLAKE3 hash to `each`, counting the bytes in `read_back`.
+fn hash_blocks(
+    file: &File,
+    shown: &std::path::Path,
+    offsets: &[u64],
+    size: u64,
+    block_size: u32,
+    read_back: &mut ReadBack,
+    mut each: impl FnMut(u64, [u8; 32]),
+) -> Result<(), TransferError> {
+    let mut buf = vec![0u8; (block_size as u64).min(size) as usize];
+    for &o in offsets {
+        let n = (size - o).min(u64::from(block_size)) as usize;
+        file.read_exact_at(&mut buf[..n], o)
+            .map_err(TransferError::io(shown.display().to_string()))?;
+        each(o, *blake3::hash(&buf[..n]).as_bytes());
+        read_back.add(n as u64)?;
+    }
+    Ok(())
+}
+
+/// How often the receiver tells a waiting sender how far it has read back.
+const CHECKING_EVERY: Duration = Duration::from_secs(1);
+
+/// What the receiver reads back before it answers an offer, told to the sender
+/// about every [`CHECKING_EVERY`] (`Msg::Checking`): a sender waiting for `Accept`
+/// while terabytes are read would otherwise take the silence for a dead peer.
+struct ReadBack<'a> {
+    ctl: &'a mut Control,
+    total: u64,
+    done: u64,
+    clock: Clock,
+    /// When the last message went, ns on `clock`.
+    told: u64,
+}
+
+impl<'a> ReadBack<'a> {
+    fn new(ctl: &'a mut Control, total: u64) -> Self {
+        ReadBack {
+            ctl,
+            total,
+            done: 0,
+            clock: Clock::new(),
+            told: 0,
+        }
+    }
+
+    /// `n` more bytes read back.
+    fn add(&mut self, n: u64) -> Result<(), TransferError> {
+        self.done += n;
+        let now = self.clock.now().as_nanos();
+        #[cfg(not(test))]
+        let every = CHECKING_EVERY;
+        #[cfg(test)]
+        let every = tests::CHECKING_EVERY.get();
+        if now - self.told >= every.as_nanos() as u64 {
+            self.told = now;
+            self.ctl.send(&Msg::Checking {
+                bytes: self.done,
+                total: self.total,
+            })?;
+        }
+        Ok(())
+    }
 }
 
 /// One session per directory: an exclusive lock on `opts.dir` (flock(2), so it goes
@@ -491,16 +589,30 @@ fn serve_session(
             Ok(p) => p,
             Err(e) => return Err(refuse(&mut ctl, e)),
         };
-        if !opts.overwrite && !opts.discard && std::fs::symlink_metadata(&path).is_ok() {
-            // Read on both ends: the sender relays it, and `send` has no such flag.
-            let e = TransferError::Protocol(format!(
-                "`{}` exists on the receiver (it replaces files only when started as \
-                 `longhaul recv --overwrite`)",
-                f.path
-            ));
-            return Err(refuse(&mut ctl, e));
-        }
-        targets.push((path, f.size, f.mode));
+        // A file of the size offered may be this very file, from an earlier
+        // session: it is read back and hashed, and the sender sends none of it
+        // (a re-run after an interruption sends only what is missing). Anything
+        // else in the way is refused, unless replacing was asked for.
+        let present = match std::fs::symlink_metadata(&path) {
+            Err(_) => false,
+            Ok(_) if opts.overwrite || opts.discard => false,
+            Ok(m) if m.is_file() && m.len() == f.size => true,
+            Ok(m) => {
+                let what = if m.is_file() {
+                    format!("with {} bytes, not the {} offered", m.len(), f.size)
+                } else {
+                    "and is not a file".into()
+                };
+                // Read on both ends: the sender relays it, and `send` has no such flag.
+                let e = TransferError::Protocol(format!(
+                    "`{}` exists on the receiver {what} (it replaces files only when \
+                     started as `longhaul recv --overwrite`)",
+                    f.path
+                ));
+                return Err(refuse(&mut ctl, e));
+            }
+        };
+        targets.push((path, f.size, f.mode, present));
     }
     // The folders offered, to make even if empty.
     let mut folders = vec![];
@@ -514,7 +626,11 @@ fn serve_session(
     let need: u64 = if opts.discard {
         0
     } else {
-        targets.iter().map(|t| t.1).fold(0, u64::saturating_add)
+        targets
+            .iter()
+            .filter(|t| !t.3)
+            .map(|t| t.1)
+            .fold(0, u64::saturating_add)
     };
     let free = fs4::available_space(&opts.dir).map_err(TransferError::io(format!(
         "{}: free space",
@@ -540,81 +656,139 @@ fn serve_session(
                 .map_err(TransferError::io(d.display().to_string()))?;
         }
     }
-    let mut incoming = vec![];
-    let mut have = vec![];
-    let mut made_dir = None;
-    for (path, size, mode) in targets {
-        let parent = path
-            .parent()
-            .expect("joined under the directory")
-            .to_path_buf();
-        // Files of a directory come together: make each directory once.
-        if !opts.discard && made_dir.as_ref() != Some(&parent) {
-            std::fs::create_dir_all(&parent)
-                .map_err(TransferError::io(parent.display().to_string()))?;
-            made_dir = Some(parent.clone());
-        }
-        let part = part_path(&path);
-        let journal_path = journal_path(&path);
-        let journaled = size > u64::from(block_size) && !opts.discard;
-        let mut hashes = BTreeMap::new();
-        if journaled {
-            // A journal from an interrupted session of the same file and block size
-            // says which blocks the part file already holds, checked on arrival.
-            let kept = read_journal(&journal_path, size, block_size).filter(|_| part.exists());
-            // Made (or kept) here and closed again: blocks reopen it as they come.
-            let file = OpenOptions::new()
-                .create(true)
-                .mode(PART_MODE)
-                .truncate(kept.is_none())
-                .read(true)
-                .write(true)
-                .open(&part)
-                .map_err(TransferError::io(part.display().to_string()))?;
-            file.set_len(size)
-                .map_err(TransferError::io(part.display().to_string()))?;
-            hashes = match kept {
-                Some(k) => verify_kept(&file, &part, k, size, block_size)?,
-                None => BTreeMap::new(),
-            };
-            drop(file);
-            // The journal starts again with what checked out: no torn line or
-            // block that failed its check stays in it.
-            let mut text = format!("longhaul-journal 1 {size} {block_size}\n");
-            for (o, h) in &hashes {
-                text.push_str(&journal_line(*o, h));
+    // What is read back before the answer: the files here already, whole, and the
+    // blocks journals say interrupted sessions kept (of the same file and block
+    // size, in a part file that is still there).
+    let plans: Vec<Option<BTreeMap<u64, [u8; 32]>>> = targets
+        .iter()
+        .map(|(path, size, _, present)| {
+            let journaled = *size > u64::from(block_size) && !opts.discard;
+            (!present && journaled)
+                .then(|| read_journal(&journal_path(path), *size, block_size))
+                .flatten()
+                .filter(|_| part_path(path).exists())
+        })
+        .collect();
+    let total = targets
+        .iter()
+        .zip(&plans)
+        .map(|((_, size, _, present), kept)| match kept {
+            _ if *present => *size,
+            Some(k) => k
+                .keys()
+                .map(|o| (size - o).min(u64::from(block_size)))
+                .sum(),
+            None => 0,
+        })
+        .sum();
+    // Reading back may fail (a file unreadable here): the sender is told why.
+    let prepared = (|| -> Result<_, TransferError> {
+        let mut read_back = ReadBack::new(&mut ctl, total);
+        let mut incoming = vec![];
+        let mut have = vec![];
+        let mut present_files = vec![];
+        let mut made_dir = None;
+        for (i, ((path, size, mode, present), kept)) in targets.into_iter().zip(plans).enumerate() {
+            let part = part_path(&path);
+            let journal_path = journal_path(&path);
+            if present {
+                let digest = digest_present(&path, size, block_size, &mut read_back)?;
+                have.push(vec![]);
+                present_files.push((i as u32, hex(&digest)));
+                incoming.push(Incoming {
+                    path,
+                    part,
+                    journal_path,
+                    journaled: false,
+                    open: None,
+                    size,
+                    mode: final_mode(mode),
+                    received: size,
+                    kept: HashSet::new(),
+                    hashes: BTreeMap::new(),
+                    refetched: 0,
+                    discard: false,
+                    present: Some(digest),
+                });
+                continue;
             }
-            let fresh = new_journal_path(&path);
-            std::fs::write(&fresh, text)
-                .and_then(|()| std::fs::rename(&fresh, &journal_path))
-                .map_err(TransferError::io(journal_path.display().to_string()))?;
+            let parent = path
+                .parent()
+                .expect("joined under the directory")
+                .to_path_buf();
+            // Files of a directory come together: make each directory once.
+            if !opts.discard && made_dir.as_ref() != Some(&parent) {
+                std::fs::create_dir_all(&parent)
+                    .map_err(TransferError::io(parent.display().to_string()))?;
+                made_dir = Some(parent.clone());
+            }
+            let journaled = size > u64::from(block_size) && !opts.discard;
+            let mut hashes = BTreeMap::new();
+            if journaled {
+                // Made (or kept) here and closed again: blocks reopen it as they come.
+                let file = OpenOptions::new()
+                    .create(true)
+                    .mode(PART_MODE)
+                    .truncate(kept.is_none())
+                    .read(true)
+                    .write(true)
+                    .open(&part)
+                    .map_err(TransferError::io(part.display().to_string()))?;
+                file.set_len(size)
+                    .map_err(TransferError::io(part.display().to_string()))?;
+                hashes = match kept {
+                    Some(k) => verify_kept(&file, &part, k, size, block_size, &mut read_back)?,
+                    None => BTreeMap::new(),
+                };
+                drop(file);
+                // The journal starts again with what checked out: no torn line or
+                // block that failed its check stays in it.
+                let mut text = format!("longhaul-journal 1 {size} {block_size}\n");
+                for (o, h) in &hashes {
+                    text.push_str(&journal_line(*o, h));
+                }
+                let fresh = new_journal_path(&path);
+                std::fs::write(&fresh, text)
+                    .and_then(|()| std::fs::rename(&fresh, &journal_path))
+                    .map_err(TransferError::io(journal_path.display().to_string()))?;
+            }
+            have.push(hashes.iter().map(|(&o, h)| (o, hex(h))).collect::<Vec<_>>());
+            let received = hashes
+                .keys()
+                .map(|&o| (size - o).min(u64::from(block_size)))
+                .sum();
+            incoming.push(Incoming {
+                path,
+                part,
+                journal_path,
+                journaled,
+                open: None,
+                size,
+                mode: final_mode(mode),
+                received,
+                kept: hashes.keys().copied().collect(),
+                hashes,
+                refetched: 0,
+                discard: opts.discard,
+                present: None,
+            });
         }
-        have.push(hashes.iter().map(|(&o, h)| (o, hex(h))).collect::<Vec<_>>());
-        let received = hashes
-            .keys()
-            .map(|&o| (size - o).min(u64::from(block_size)))
-            .sum();
-        incoming.push(Incoming {
-            path,
-            part,
-            journal_path,
-            journaled,
-            open: None,
-            size,
-            mode: final_mode(mode),
-            received,
-            kept: hashes.keys().copied().collect(),
-            hashes,
-            refetched: 0,
-            discard: opts.discard,
-        });
-    }
+        Ok((incoming, have, present_files))
+    })();
+    let (incoming, have, present_files) = match prepared {
+        Ok(p) => p,
+        Err(e) => return Err(refuse(&mut ctl, e)),
+    };
     let incoming = Arc::new(Mutex::new(incoming));
     let ports = listeners
         .iter()
         .map(Listener::port)
         .collect::<Result<Vec<_>, _>>()?;
-    ctl.send(&Msg::Accept { ports, have })?;
+    ctl.send(&Msg::Accept {
+        ports,
+        have,
+        present: present_files,
+    })?;
     let (reader, writer) = ctl.split()?;
     let (events, rx) = mpsc::channel::<Event>();
     let turned_away = Arc::new(AtomicU64::new(0));
@@ -660,6 +834,8 @@ fn serve_session(
         bytes: 0,
         failed_files: 0,
         refetched: 0,
+        present: 0,
+        differ: vec![],
     };
     let mut open_channels = usize::from(channels);
     let mut undone = files.len();
@@ -715,6 +891,10 @@ fn serve_session(
                         }
                     }
                     let file = file as usize;
+                    if session.is_present(file) {
+                        undone -= session.check_present(file);
+                        continue;
+                    }
                     // Kept blocks the sender sends again, whose new copies are not
                     // here yet: the file waits for them (their `Written`).
                     session.forget_kept(file, &changed, block_size);
@@ -810,9 +990,18 @@ fn serve_session(
             files.len()
         )));
     }
+    if !session.differ.is_empty() {
+        return Err(TransferError::Integrity(format!(
+            "{} file(s) here have the size of the sender's but other contents, and were \
+             left as they are: {} (`longhaul recv --overwrite` replaces them)",
+            session.differ.len(),
+            session.differ.join(", ")
+        )));
+    }
     Ok(RecvSummary {
         peer,
         files: session.ok_files,
+        present: session.present,
         bytes: session.bytes,
         refetched: session.refetched,
         turned_away: turned_away.load(Ordering::Relaxed),
@@ -856,9 +1045,48 @@ struct Session {
     bytes: u64,
     failed_files: usize,
     refetched: u64,
+    /// Files here whole already that the sender's digest matched.
+    present: usize,
+    /// Files here whole already that the sender's digest did not match, as
+    /// shown to the user: left as they are.
+    differ: Vec<String>,
 }
 
 impl Session {
+    /// Whether file `i` was here whole already ([`Incoming::present`]).
+    fn is_present(&self, i: usize) -> bool {
+        self.incoming.lock().expect("no panics hold it")[i]
+            .present
+            .is_some()
+    }
+
+    /// The sender's digest of file `i`, here whole already, has come: the digest
+    /// read back here, it is the same file and is confirmed as it is; another, it
+    /// is another file of that name and size, which stays untouched and fails.
+    /// Nothing is written either way. Returns how many files finished (0 or 1).
+    fn check_present(&mut self, i: usize) -> usize {
+        if self.done[i] {
+            return 0;
+        }
+        self.done[i] = true;
+        let (same, shown) = {
+            let all = self.incoming.lock().expect("no panics hold it");
+            let f = &all[i];
+            (f.present == self.digests[i], f.path.display().to_string())
+        };
+        if same {
+            self.present += 1;
+        } else {
+            self.differ.push(shown);
+        }
+        // A sender that is gone cannot hear it; its end comes as an event.
+        let _ = self.writer.send(&Msg::FileDone {
+            file: i as u32,
+            ok: same,
+        });
+        1
+    }
+
     /// Whether file `i` holds all its blocks.
     fn is_whole(&self, i: usize) -> bool {
         let all = self.incoming.lock().expect("no panics hold it");
@@ -1040,6 +1268,12 @@ fn store(
                     "block {b:?} is not one of the offered files' blocks"
                 ))
             })?;
+        if f.present.is_some() {
+            // Its blocks are the file the receiver already had: never written over.
+            return Err(TransferError::Protocol(format!(
+                "block {b:?} of a file the receiver holds whole (the sender sends none)"
+            )));
+        }
         if !ok {
             let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
             return Ok(());
@@ -1247,6 +1481,9 @@ mod tests {
         /// writing it.
         pub(super) static PAUSE_BEFORE_WRITE: Cell<Duration> =
             const { Cell::new(Duration::ZERO) };
+        /// How often `receive` on this thread says how far it has read back.
+        pub(super) static CHECKING_EVERY: Cell<Duration> =
+            const { Cell::new(super::CHECKING_EVERY) };
     }
 
     /// A receiver that starts its data phase late, when every block has already
@@ -1285,6 +1522,46 @@ mod tests {
             let name = p.file_name().unwrap();
             assert!(std::fs::read(p).unwrap() == std::fs::read(dst.path().join(name)).unwrap());
         }
+    }
+
+    /// A receiver that reads back files it holds says how far it got while the
+    /// sender waits for its answer (`Checking`), and the sender waits on through
+    /// those messages. Here it says so after every block; before `Checking`, a
+    /// sender took such a message for a broken protocol.
+    #[test]
+    fn a_sender_waits_while_the_receiver_reads_back_what_it_holds() {
+        let (src, dst) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        let p = src.path().join("f");
+        std::fs::write(&p, &data).unwrap();
+        std::fs::write(dst.path().join("f"), &data).unwrap();
+        let t = Duration::from_secs(30);
+        let opts = RecvOptions::new(dst.path().to_path_buf(), "k");
+        let (tx, rx) = mpsc::channel();
+        let h = thread::spawn(move || {
+            CHECKING_EVERY.set(Duration::ZERO);
+            receive(&opts, |a| tx.send(a).unwrap())
+        });
+        let sent = send(&SendOptions {
+            channels: 1,
+            block_size: 64 << 10,
+            ..SendOptions::new(vec![p], rx.recv_timeout(t).unwrap(), "k")
+        });
+        let got = h.join().unwrap();
+        let (sent, got) = (sent.expect("send"), got.expect("receive"));
+        assert_eq!((sent.present, sent.blocks, got.present), (1, 0, 1));
+    }
+
+    /// No block is stored into a file the receiver holds whole: the sender sends
+    /// none, and one that comes anyway ends the session with nothing written.
+    #[test]
+    fn a_block_of_a_file_held_whole_is_refused() {
+        let incoming = files(&[100]);
+        incoming.lock().unwrap()[0].present = Some([0; 32]);
+        let (events, _rx) = mpsc::channel();
+        let e = put(&incoming, &events, 0, 0, 100).unwrap_err();
+        assert!(e.to_string().contains("holds whole"), "{e}");
+        assert!(incoming.lock().unwrap()[0].hashes.is_empty());
     }
 
     /// A data port that a port scanner connects to and leaves, and a stranger who
@@ -1378,6 +1655,7 @@ mod tests {
                     kept: HashSet::new(),
                     refetched: 0,
                     discard: true,
+                    present: None,
                 })
                 .collect(),
         )
@@ -1462,6 +1740,7 @@ mod tests {
             kept: HashSet::new(),
             refetched: 0,
             discard: false,
+            present: None,
         }]));
         let (events, rx) = mpsc::channel();
         let slow = {

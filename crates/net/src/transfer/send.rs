@@ -100,6 +100,13 @@ impl SendOptions {
 pub struct SendSummary {
     /// Files sent and confirmed.
     pub files: usize,
+    /// Files the receiver held whole already, the same as here (their blocks'
+    /// hashes matched): not sent.
+    pub present: usize,
+    /// Files the receiver held of the same name and size but other contents: not
+    /// sent, and left as they are there (the receiver replaces files only with
+    /// `recv --overwrite`). By name at the receiver.
+    pub differ: Vec<String>,
     /// Bytes of file data sent.
     pub bytes: u64,
     /// Blocks sent.
@@ -109,7 +116,8 @@ pub struct SendSummary {
     /// Times a channel group waited for a confirmation before its next file (only
     /// without pipelining).
     pub confirmation_waits: u64,
-    /// Blocks not sent because the receiver held them from an interrupted session.
+    /// Blocks not sent because the receiver held them from an interrupted session
+    /// (not counting the blocks of files it held whole, [`Self::present`]).
     pub skipped: u64,
     /// Blocks the receiver held from an interrupted session that no longer match
     /// the file here (it changed since), sent again (counted in `blocks` too).
@@ -335,6 +343,12 @@ struct Sched {
     pipelining: bool,
     /// Per file, the blocks the receiver holds already: their hashes by offset.
     have: Vec<HashMap<u64, [u8; 32]>>,
+    /// Per file, the digest of the copy the receiver holds whole already
+    /// (`Accept.present`): none of its blocks is sent, only hashed for the digest.
+    present: Vec<Option<[u8; 32]>>,
+    /// Files the receiver holds whole whose contents differ from this side's
+    /// (indices): not sent, and not replaced there.
+    differ: Vec<usize>,
     sources: Arc<Vec<PathBuf>>,
     /// Files written to while they were read (indices).
     modified: Vec<usize>,
@@ -351,8 +365,8 @@ struct Sched {
 /// What a channel should do next.
 enum Next {
     /// Send this block; or, if the receiver holds it (with this hash), only hash it,
-    /// and send it only if it differs.
-    Block(BlockRepr, Option<[u8; 32]>),
+    /// and send it only if it differs. The flag: the receiver holds the whole file.
+    Block(BlockRepr, Option<[u8; 32]>, bool),
     /// Wait for the receiver to confirm the lane's last file, then ask again.
     Wait,
     /// Nothing is left for this lane.
@@ -372,13 +386,14 @@ impl Sched {
                     .get(b.file as usize)
                     .and_then(|h| h.get(&b.offset))
                     .copied();
-                if held.is_none() {
+                let whole = self.present[b.file as usize].is_some();
+                if held.is_none() && !whole {
                     if self.handed == self.limit {
                         return Next::Done;
                     }
                     self.hand_out(&b, channel);
                 }
-                return Next::Block(b, held);
+                return Next::Block(b, held, whole);
             }
             if self.next_file >= self.sizes.len() {
                 return Next::Done;
@@ -442,10 +457,12 @@ impl Sched {
             self.modified.push(i);
         }
         let f = &mut self.files[i];
-        Some((
-            digest_of(std::mem::take(&mut f.hashes)),
-            std::mem::take(&mut f.changed),
-        ))
+        let digest = digest_of(std::mem::take(&mut f.hashes));
+        if self.present[i].is_some_and(|theirs| theirs != digest) {
+            // Another file of this name and size there: not sent, not replaced.
+            self.differ.push(i);
+        }
+        Some((digest, std::mem::take(&mut f.changed)))
     }
 }
 
@@ -549,8 +566,17 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         block_size: opts.block_size,
         transport: opts.transport,
     })?;
-    let (ports, have) = match ctl.recv()? {
-        Msg::Accept { ports, have } if ports.len() == usize::from(total_channels) => {
+    // The receiver may first read back what it holds, saying how far it got.
+    let mut reply = ctl.recv()?;
+    while let Msg::Checking { .. } = reply {
+        reply = ctl.recv()?;
+    }
+    let (ports, have, present) = match reply {
+        Msg::Accept {
+            ports,
+            have,
+            present,
+        } if ports.len() == usize::from(total_channels) => {
             let have = have
                 .into_iter()
                 .map(|blocks| {
@@ -561,7 +587,19 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| TransferError::Protocol("a bad block hash in Accept".into()))?;
-            (ports, have)
+            let mut whole = vec![None; files.len()];
+            for (i, digest) in present {
+                let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
+                match (whole.get_mut(i as usize), d) {
+                    (Some(slot), Some(d)) => *slot = Some(d),
+                    _ => {
+                        return Err(TransferError::Protocol(format!(
+                            "a bad file held whole in Accept: {i}, {digest}"
+                        )))
+                    }
+                }
+            }
+            (ports, have, whole)
         }
         Msg::Reject { reason } => {
             return Err(TransferError::Protocol(format!(
@@ -595,6 +633,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         block_size: opts.block_size,
         pipelining: opts.pipelining,
         have,
+        present,
+        differ: vec![],
         sources: sources.clone(),
         modified: vec![],
         handed: 0,
@@ -644,8 +684,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 let (mut bytes, mut blocks, mut skipped, mut changed) = (0, 0, 0, 0);
                 loop {
                     let next = shared.lock().expect("no panics hold it").next(lane, c);
-                    let (b, held) = match next {
-                        Next::Block(b, held) => (b, held),
+                    let (b, held, whole) = match next {
+                        Next::Block(b, held, whole) => (b, held, whole),
                         Next::Done => break,
                         Next::Wait => {
                             // Keep the channel going while the receiver confirms.
@@ -664,14 +704,14 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                         shared.lock().expect("no panics hold it").changed(&b, c);
                         changed += 1;
                     }
-                    if held.is_none() || differs {
+                    if (held.is_none() && !whole) || differs {
                         s.write_all(&buf[..HEADER_LEN + n + 32])?;
                         bytes += u64::from(b.len);
                         if let Some(p) = &progress {
                             p.fetch_add(u64::from(b.len), Ordering::Relaxed);
                         }
                         blocks += 1;
-                    } else {
+                    } else if !whole {
                         skipped += 1;
                     }
                     // After the block is on its way: the digest follows its blocks.
@@ -711,6 +751,25 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         }));
     }
     let (bad, resent) = verdicts.join().expect("verdict thread")?;
+    let (confirmation_waits, modified, differ, present) = {
+        let s = shared.lock().expect("no panics hold it");
+        let names = |list: &[usize]| -> Vec<String> {
+            list.iter().map(|&i| files[i].name.clone()).collect()
+        };
+        let present = s.present.iter().flatten().count() - s.differ.len();
+        (
+            s.confirmation_waits,
+            names(&s.modified),
+            names(&s.differ),
+            present,
+        )
+    };
+    // Files the receiver holds with other contents fail there too: they are
+    // reported as such, not as files that could not be verified.
+    let bad: Vec<usize> = {
+        let s = shared.lock().expect("no panics hold it");
+        bad.into_iter().filter(|i| !s.differ.contains(i)).collect()
+    };
     if !bad.is_empty() {
         let names: Vec<String> = bad
             .iter()
@@ -721,13 +780,10 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             names.join(", ")
         )));
     }
-    let (confirmation_waits, modified) = {
-        let s = shared.lock().expect("no panics hold it");
-        let names = s.modified.iter().map(|&i| files[i].name.clone()).collect();
-        (s.confirmation_waits, names)
-    };
     Ok(SendSummary {
-        files: files.len(),
+        files: files.len() - present - differ.len(),
+        present,
+        differ,
         bytes,
         blocks,
         resent,

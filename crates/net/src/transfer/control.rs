@@ -31,6 +31,11 @@ pub struct FileEntry {
     /// them, `0o666` less the umask (what a new file gets).
     #[serde(default)]
     pub mode: Option<u32>,
+    /// Modification time, seconds and nanoseconds since the Unix epoch: the copy
+    /// gets it, as with `cp -p` or `rsync -t`. Without it, the copy's is when it
+    /// was put in place.
+    #[serde(default)]
+    pub mtime: Option<(i64, u32)>,
 }
 
 /// A folder offered.

@@ -128,6 +128,9 @@ struct Incoming {
     discard: bool,
     /// Permission bits the file gets when it is put in place ([`final_mode`]).
     mode: u32,
+    /// The sender's modification time, which the file gets when it is put in
+    /// place: seconds and nanoseconds since the Unix epoch.
+    mtime: Option<(i64, u32)>,
     /// Here whole already, of the size offered (`Accept.present`): its digest,
     /// read back from the file itself. None of its blocks may arrive; the
     /// sender's digest alone decides: the same file, or another that is left as
@@ -612,7 +615,7 @@ fn serve_session(
                 return Err(refuse(&mut ctl, e));
             }
         };
-        targets.push((path, f.size, f.mode, present));
+        targets.push((path, f, present));
     }
     // The folders offered, to make even if empty.
     let mut folders = vec![];
@@ -628,8 +631,8 @@ fn serve_session(
     } else {
         targets
             .iter()
-            .filter(|t| !t.3)
-            .map(|t| t.1)
+            .filter(|t| !t.2)
+            .map(|t| t.1.size)
             .fold(0, u64::saturating_add)
     };
     let free = fs4::available_space(&opts.dir).map_err(TransferError::io(format!(
@@ -661,10 +664,10 @@ fn serve_session(
     // size, in a part file that is still there).
     let plans: Vec<Option<BTreeMap<u64, [u8; 32]>>> = targets
         .iter()
-        .map(|(path, size, _, present)| {
-            let journaled = *size > u64::from(block_size) && !opts.discard;
+        .map(|(path, f, present)| {
+            let journaled = f.size > u64::from(block_size) && !opts.discard;
             (!present && journaled)
-                .then(|| read_journal(&journal_path(path), *size, block_size))
+                .then(|| read_journal(&journal_path(path), f.size, block_size))
                 .flatten()
                 .filter(|_| part_path(path).exists())
         })
@@ -672,11 +675,11 @@ fn serve_session(
     let total = targets
         .iter()
         .zip(&plans)
-        .map(|((_, size, _, present), kept)| match kept {
-            _ if *present => *size,
+        .map(|((_, f, present), kept)| match kept {
+            _ if *present => f.size,
             Some(k) => k
                 .keys()
-                .map(|o| (size - o).min(u64::from(block_size)))
+                .map(|o| (f.size - o).min(u64::from(block_size)))
                 .sum(),
             None => 0,
         })
@@ -688,7 +691,8 @@ fn serve_session(
         let mut have = vec![];
         let mut present_files = vec![];
         let mut made_dir = None;
-        for (i, ((path, size, mode, present), kept)) in targets.into_iter().zip(plans).enumerate() {
+        for (i, ((path, f, present), kept)) in targets.into_iter().zip(plans).enumerate() {
+            let (size, mode, mtime) = (f.size, f.mode, f.mtime);
             let part = part_path(&path);
             let journal_path = journal_path(&path);
             if present {
@@ -703,6 +707,7 @@ fn serve_session(
                     open: None,
                     size,
                     mode: final_mode(mode),
+                    mtime,
                     received: size,
                     kept: HashSet::new(),
                     hashes: BTreeMap::new(),
@@ -765,6 +770,7 @@ fn serve_session(
                 open: None,
                 size,
                 mode: final_mode(mode),
+                mtime,
                 received,
                 kept: hashes.keys().copied().collect(),
                 hashes,
@@ -1193,7 +1199,7 @@ impl Session {
 
     /// Renames verified file `i` into place and drops its journal.
     fn place(&mut self, i: usize) -> Result<(), TransferError> {
-        let (part, path, journal, journaled, size, mode) = {
+        let (part, path, journal, journaled, size, mode, mtime) = {
             let all = self.incoming.lock().expect("no panics hold it");
             let f = &all[i];
             (
@@ -1203,6 +1209,7 @@ impl Session {
                 f.journaled,
                 f.size,
                 f.mode,
+                f.mtime,
             )
         };
         if !self.discard {
@@ -1221,6 +1228,18 @@ impl Session {
             // without Unix modes (vfat, some CIFS mounts) refuses: the bytes are
             // what was asked for, so the file goes in place all the same.
             let _ = std::fs::set_permissions(&part, std::fs::Permissions::from_mode(mode));
+            // And the sender's modification time, as `cp -p` and `rsync -t` give it
+            // (every block is written, so nothing moves it again). A file system
+            // that cannot keep it keeps its own: the bytes are what matter.
+            if let Some((secs, nanos)) = mtime.filter(|t| t.1 < 1_000_000_000) {
+                let _ = nix::sys::stat::utimensat(
+                    None,
+                    &part,
+                    &nix::sys::time::TimeSpec::UTIME_OMIT,
+                    &nix::sys::time::TimeSpec::new(secs, i64::from(nanos)),
+                    nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+                );
+            }
             std::fs::rename(&part, &path).map_err(io(&path))?;
         }
         if journaled {
@@ -1655,6 +1674,7 @@ mod tests {
                     kept: HashSet::new(),
                     refetched: 0,
                     discard: true,
+                    mtime: None,
                     present: None,
                 })
                 .collect(),
@@ -1740,6 +1760,7 @@ mod tests {
             kept: HashSet::new(),
             refetched: 0,
             discard: false,
+            mtime: None,
             present: None,
         }]));
         let (events, rx) = mpsc::channel();

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -151,6 +151,9 @@ pub struct ListedFile {
     /// Permission bits (`0o777`), which the receiver gives its copy (less its umask,
     /// as `cp` and `scp` do): a private file stays private.
     pub mode: u32,
+    /// Modification time (seconds and nanoseconds since the Unix epoch), which
+    /// the receiver gives its copy; `None` for the generated file.
+    pub mtime: Option<(i64, u32)>,
 }
 
 /// A folder to make at the receiver.
@@ -209,6 +212,7 @@ pub fn list_files(paths: &[PathBuf]) -> Result<Listing, TransferError> {
                     name,
                     size: m.len(),
                     mode: m.permissions().mode() & 0o777,
+                    mtime: Some((m.mtime(), m.mtime_nsec() as u32)),
                 });
             } else if top {
                 return Err(TransferError::Source(format!(
@@ -490,6 +494,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 name: "synthetic".into(),
                 size: n,
                 mode: 0o644,
+                mtime: None,
             };
             (vec![file], vec![])
         }
@@ -553,6 +558,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 path: f.name.clone(),
                 size: f.size,
                 mode: Some(f.mode),
+                mtime: f.mtime,
             })
             .collect(),
         dirs: dirs

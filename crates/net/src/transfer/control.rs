@@ -13,8 +13,8 @@ use super::TransferError;
 /// its ticket. Version 4: `Accept.have` carries each held block's hash, a `Digest`
 /// names the held blocks that changed and were sent again, and an `Offer` names
 /// the folders too. Version 5: `Accept.present` names the files the receiver holds
-/// whole already, and `Checking` keeps the sender waiting while the receiver reads
-/// back what it holds.
+/// whole already, `Checking` keeps the sender waiting while the receiver reads
+/// back what it holds, and files carry their modification times.
 pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Longest control line accepted (a file list of many names is one line).

@@ -490,7 +490,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "present_files": s.present, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",
@@ -512,8 +512,14 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             1 => "; 1 file was at the receiver already, the same, and was not sent".into(),
             n => format!("; {n} files were at the receiver already, the same, and were not sent"),
         };
+        // A tree of empty folders sends no file, but its folders arrive.
+        let folders = match (s.files + s.present, s.folders) {
+            (0, 1) => " (and 1 folder)".to_string(),
+            (0, n) if n > 1 => format!(" (and {n} folders)"),
+            _ => String::new(),
+        };
         outln!(
-            "sent {} files, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}{present}",
+            "sent {} files{folders}, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}{present}",
             s.files,
             s.bytes
         )?;

@@ -100,6 +100,8 @@ impl SendOptions {
 pub struct SendSummary {
     /// Files sent and confirmed.
     pub files: usize,
+    /// Folders made at the receiver (or there already), empty ones included.
+    pub folders: usize,
     /// Files the receiver held whole already, the same as here (their blocks'
     /// hashes matched): not sent.
     pub present: usize,
@@ -788,6 +790,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     }
     Ok(SendSummary {
         files: files.len() - present - differ.len(),
+        folders: dirs.len(),
         present,
         differ,
         bytes,

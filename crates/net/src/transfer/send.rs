@@ -102,8 +102,8 @@ pub struct SendSummary {
     pub files: usize,
     /// Folders made at the receiver (or there already), empty ones included.
     pub folders: usize,
-    /// Files the receiver held whole already, the same as here (their blocks'
-    /// hashes matched): not sent.
+    /// Files the receiver held whole already, the same as here (their digests
+    /// matched): not sent.
     pub present: usize,
     /// Files the receiver held of the same name and size but other contents: not
     /// sent, and left as they are there (the receiver replaces files only with
@@ -768,16 +768,15 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         (
             s.confirmation_waits,
             names(&s.modified),
-            names(&s.differ),
+            s.differ.clone(),
             present,
         )
     };
     // Files the receiver holds with other contents fail there too: they are
     // reported as such, not as files that could not be verified.
-    let bad: Vec<usize> = {
-        let s = shared.lock().expect("no panics hold it");
-        bad.into_iter().filter(|i| !s.differ.contains(i)).collect()
-    };
+    let differing: std::collections::HashSet<usize> = differ.iter().copied().collect();
+    let bad: Vec<usize> = bad.into_iter().filter(|i| !differing.contains(i)).collect();
+    let differ: Vec<String> = differ.iter().map(|&i| files[i].name.clone()).collect();
     if !bad.is_empty() {
         let names: Vec<String> = bad
             .iter()

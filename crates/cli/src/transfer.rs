@@ -241,8 +241,8 @@ fn report_session(s: &longhaul_net::transfer::RecvSummary, json: bool) -> Result
             n => format!("; {n} files were here already, the same, and were not sent"),
         };
         outln!(
-            "received {} files, {} bytes, from {}{present}",
-            s.files,
+            "received {}, {} bytes, from {}{present}",
+            files(s.files),
             s.bytes,
             s.peer
         )?;
@@ -519,8 +519,8 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             _ => String::new(),
         };
         outln!(
-            "sent {} files{folders}, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}{present}",
-            s.files,
+            "sent {}{folders}, {} bytes in {secs:.2} s ({gbps:.2} Gb/s), verified by the receiver{resumed}{present}",
+            files(s.files),
             s.bytes
         )?;
     }
@@ -547,6 +547,15 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         .into());
     }
     Ok(())
+}
+
+/// "1 file", "2 files".
+fn files(n: usize) -> String {
+    if n == 1 {
+        "1 file".into()
+    } else {
+        format!("{n} files")
+    }
 }
 
 /// Warns on stderr that `paths` (if any) were not sent, and why: the first five

@@ -57,8 +57,9 @@ pub enum NetError {
     /// The handshake timed out or was rejected.
     #[error("UDT handshake with {0} failed (no answer, or rejected)")]
     ConnectFailed(SocketAddr),
-    /// Nothing came in time.
-    #[error("timed out after {0:?}")]
+    /// Nothing came in time. (Shown to a tenth of a second: the time left of a
+    /// step's wait, as passed on, is 29.99999997 s, not 30 s.)
+    #[error("timed out after {:.1} s", .0.as_secs_f64())]
     Timeout(StdDuration),
     /// The peer stopped answering (UDT's EXP timer gave up).
     #[error("the connection broke: the peer stopped answering, or its port closed")]
@@ -703,5 +704,20 @@ mod buffer_tests {
         assert!(w.contains("16384 / 4096 KiB"), "{w}");
         assert!(w.contains("33.6 ms at 1 Gb/s"), "{w}");
         assert!(w.contains("net.core.rmem_max"), "{w}");
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::NetError;
+    use std::time::Duration;
+
+    /// A timeout reads as the step's wait, not as the nanoseconds left of it.
+    #[test]
+    fn a_timeout_says_its_seconds_to_a_tenth() {
+        let e = NetError::Timeout(Duration::from_nanos(29_999_999_970));
+        assert_eq!(e.to_string(), "timed out after 30.0 s");
+        let e = NetError::Timeout(Duration::from_millis(1500));
+        assert_eq!(e.to_string(), "timed out after 1.5 s");
     }
 }

@@ -63,10 +63,11 @@ pub struct RecvArgs {
     /// Control address to listen on.
     #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
     listen: SocketAddr,
-    /// Replace files that exist, whole. Without it, a file here of the name and size
-    /// offered is compared by content (read back and hashed) and kept either way: the
-    /// same is confirmed without being sent, another is reported; any other file in
-    /// the way refuses the session.
+    /// Replace files here that differ from the sender's. A file here of the name and
+    /// size offered is compared by content (read back and hashed) either way: the same
+    /// is confirmed without being sent; another is replaced with this flag, and
+    /// without it kept and reported. Any other file in the way is replaced with this
+    /// flag, and without it refuses the session.
     #[arg(long)]
     overwrite: bool,
     /// Sessions to serve, one after another, before exiting (0: until interrupted).
@@ -232,14 +233,19 @@ fn report_session(s: &longhaul_net::transfer::RecvSummary, json: bool) -> Result
     if json {
         outln!(
             "{}",
-            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "present_files": s.present, "bytes": s.bytes, "turned_away": s.turned_away})
+            serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "present_files": s.present, "replaced_files": s.replaced, "bytes": s.bytes, "turned_away": s.turned_away})
         )?;
     } else {
-        let present = match s.present {
+        let mut present = match s.present {
             0 => String::new(),
             1 => "; 1 file was here already, the same, and was not sent".into(),
             n => format!("; {n} files were here already, the same, and were not sent"),
         };
+        match s.replaced {
+            0 => {}
+            1 => present += "; 1 file here was replaced",
+            n => present += &format!("; {n} files here were replaced"),
+        }
         outln!(
             "received {}, {} bytes, from {}{present}",
             files(s.files),
@@ -490,7 +496,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",
@@ -507,11 +513,16 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                  changed here since were"
             ),
         };
-        let present = match s.present {
+        let mut present = match s.present {
             0 => String::new(),
             1 => "; 1 file was at the receiver already, the same, and was not sent".into(),
             n => format!("; {n} files were at the receiver already, the same, and were not sent"),
         };
+        match s.replaced {
+            0 => {}
+            1 => present += "; 1 file there had other contents and was replaced",
+            n => present += &format!("; {n} files there had other contents and were replaced"),
+        }
         // A tree of empty folders sends no file, but its folders arrive.
         let folders = match (s.files + s.present, s.folders) {
             (0, 1) => " (and 1 folder)".to_string(),

@@ -95,14 +95,19 @@ pub enum Msg {
         have: Vec<Vec<(u64, String)>>,
         /// Files the receiver holds whole already, of the size offered (from an
         /// earlier session, or another copy): (index in the offer, the file's
-        /// digest there, hex). The sender sends none of their blocks. Where its
-        /// own digest differs, the receiver's file is another of that name and
-        /// size, which it does not replace (it was not started with
-        /// `--overwrite`): the file fails on both sides. One digest per file, not
-        /// a hash per block as in `have`, so that the answer to a tree sent again
-        /// grows with the files offered, not with the bytes held.
+        /// digest there, hex). The sender sends none of their blocks while it
+        /// hashes them. Where its own digest differs, the receiver's file is
+        /// another of that name and size: with `replace`, the sender then sends
+        /// the file whole (its `Digest` says `replaced`); without, the file fails
+        /// on both sides and stays as it is. One digest per file, not a hash per
+        /// block as in `have`, so that the answer to a tree sent again grows with
+        /// the files offered, not with the bytes held.
         #[serde(default)]
         present: Vec<(u32, String)>,
+        /// The receiver replaces files (`recv --overwrite`): a file in `present`
+        /// whose contents differ is to be sent whole.
+        #[serde(default)]
+        replace: bool,
     },
     /// Receiver, before `Accept`: it is reading back what it holds (files already
     /// there, blocks an interrupted session kept) to hash them, and has read `bytes`
@@ -131,6 +136,10 @@ pub enum Msg {
         /// were sent again: the receiver checks the file only with their new copies.
         #[serde(default)]
         changed: Vec<u64>,
+        /// The receiver held the file whole (`Accept.present`) with other
+        /// contents, and every block of it was sent to replace it (`Accept.replace`).
+        #[serde(default)]
+        replaced: bool,
     },
     /// Receiver: these blocks (file, offset, length) failed their hash on arrival;
     /// send them again, on the control channel (as soon as one is seen).

@@ -65,15 +65,21 @@
 //! read back and hashed like a journaled part, and named in the answer with its
 //! digest (`Accept.present`: one digest per file, so the answer grows with the
 //! files offered, not with the bytes held). The sender reads and hashes its own
-//! copy and sends none of it: the digests decide. The same file is
-//! confirmed as it is; another file of that name and size is left as it is, and
-//! both ends report it. So a tree sent again after an interruption sends only what
-//! the receiver lacks. The comparison is by content, not size and modification
-//! time (rsync's quick check), since modification times are not carried; it costs
-//! a read of the file on each side. A file there of another size, or anything
-//! else in the way, refuses the session unless the receiver was started with
-//! `--overwrite`, which replaces files whole. While it reads back, the receiver
-//! tells the waiting sender how far it got about once a second (`Checking`).
+//! copy and sends none of it: the digests decide. The same file is confirmed as it
+//! is. Another file of that name and size is left as it is, and both ends report
+//! it; or, if the receiver was started with `--overwrite` (`Accept.replace`), the
+//! sender reads it again and sends it whole, its digest marked `replaced`, and the
+//! receiver takes it like any file, into a part file renamed over its copy. (The
+//! digest and the first block travel on different connections: whichever comes
+//! first turns the held file into one being received.) So a tree sent again after
+//! an interruption, or to bring a copy up to date, sends only what the receiver
+//! lacks. The comparison is by content, not size and modification time (rsync's
+//! quick check): a copy made some other way need not carry the times, and an edit
+//! can keep them. It costs a read of the file on each side. A file there of
+//! another size, or anything else in the way, refuses the session unless the
+//! receiver was started with `--overwrite`, which replaces it. While it reads
+//! back, the receiver tells the waiting sender how far it got about once a second
+//! (`Checking`).
 
 mod channel;
 mod control;

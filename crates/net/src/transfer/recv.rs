@@ -85,6 +85,9 @@ pub struct RecvSummary {
     /// Files that were here whole already, the same as the sender's (by their
     /// digest): nothing of them was sent or written.
     pub present: usize,
+    /// Files put in place over files that were here with other contents
+    /// (`--overwrite`); counted in `files` too.
+    pub replaced: usize,
     /// Bytes written.
     pub bytes: u64,
     /// Blocks that failed their hash on arrival and were fetched again.
@@ -134,8 +137,13 @@ struct Incoming {
     /// Here whole already, of the size offered (`Accept.present`): its digest,
     /// read back from the file itself. None of its blocks may arrive; the
     /// sender's digest alone decides: the same file, or another that is left as
-    /// it is.
+    /// it is, or replaced whole ([`Incoming::start_replacing`]).
     present: Option<[u8; 32]>,
+    /// Whether a file held whole may be replaced (`recv --overwrite`).
+    replace: bool,
+    /// Put in place over a file here (`--overwrite`): one of another size, or
+    /// one held whole whose blocks come after all.
+    replacing: bool,
 }
 
 /// Permission bits of a part file: its owner's only, whatever the file's own will
@@ -174,6 +182,24 @@ fn random_nonce() -> Result<[u8; 32], TransferError> {
 }
 
 impl Incoming {
+    /// A file held whole that differs at the sender, which sends it whole to
+    /// replace it (`recv --overwrite`): from now on it is received like any file,
+    /// into its part file, and put in place over the one here. Called by its
+    /// first block or its digest, whichever comes first (they travel on different
+    /// connections). False if it may not be replaced.
+    fn start_replacing(&mut self) -> bool {
+        if self.present.is_none() {
+            return true;
+        }
+        if !self.replace {
+            return false;
+        }
+        self.present = None;
+        self.replacing = true;
+        self.received = 0;
+        true
+    }
+
     /// The part file, for a block to be written into it: opened (with the journal)
     /// by the first block that finds it closed, and kept open until the file is
     /// whole.
@@ -594,12 +620,15 @@ fn serve_session(
         };
         // A file of the size offered may be this very file, from an earlier
         // session: it is read back and hashed, and the sender sends none of it
-        // (a re-run after an interruption sends only what is missing). Anything
-        // else in the way is refused, unless replacing was asked for.
-        let present = match std::fs::symlink_metadata(&path) {
-            Err(_) => false,
-            Ok(_) if opts.overwrite || opts.discard => false,
-            Ok(m) if m.is_file() && m.len() == f.size => true,
+        // (a re-run after an interruption sends only what is missing), or all of
+        // it if it differs and replacing was asked for. Anything else in the way
+        // is refused, unless replacing was asked for.
+        // (Whether it is held whole, and whether something else is in the way.)
+        let (present, existed) = match std::fs::symlink_metadata(&path) {
+            Err(_) => (false, false),
+            Ok(_) if opts.discard => (false, false),
+            Ok(m) if m.is_file() && m.len() == f.size => (true, false),
+            Ok(_) if opts.overwrite => (false, true),
             Ok(m) => {
                 let what = if m.is_file() {
                     format!("with {} bytes, not the {} offered", m.len(), f.size)
@@ -615,7 +644,7 @@ fn serve_session(
                 return Err(refuse(&mut ctl, e));
             }
         };
-        targets.push((path, f, present));
+        targets.push((path, f, present, existed));
     }
     // The folders offered, to make even if empty.
     let mut folders = vec![];
@@ -664,7 +693,7 @@ fn serve_session(
     // size, in a part file that is still there).
     let plans: Vec<Option<BTreeMap<u64, [u8; 32]>>> = targets
         .iter()
-        .map(|(path, f, present)| {
+        .map(|(path, f, present, _)| {
             let journaled = f.size > u64::from(block_size) && !opts.discard;
             (!present && journaled)
                 .then(|| read_journal(&journal_path(path), f.size, block_size))
@@ -675,7 +704,7 @@ fn serve_session(
     let total = targets
         .iter()
         .zip(&plans)
-        .map(|((_, f, present), kept)| match kept {
+        .map(|((_, f, present, _), kept)| match kept {
             _ if *present => f.size,
             Some(k) => k
                 .keys()
@@ -691,7 +720,7 @@ fn serve_session(
         let mut have = vec![];
         let mut present_files = vec![];
         let mut made_dir = None;
-        for (i, ((path, f, present), kept)) in targets.into_iter().zip(plans).enumerate() {
+        for (i, ((path, f, present, existed), kept)) in targets.into_iter().zip(plans).enumerate() {
             let (size, mode, mtime) = (f.size, f.mode, f.mtime);
             let part = part_path(&path);
             let journal_path = journal_path(&path);
@@ -714,6 +743,8 @@ fn serve_session(
                     refetched: 0,
                     discard: false,
                     present: Some(digest),
+                    replace: opts.overwrite,
+                    replacing: false,
                 });
                 continue;
             }
@@ -777,6 +808,8 @@ fn serve_session(
                 refetched: 0,
                 discard: opts.discard,
                 present: None,
+                replace: false,
+                replacing: existed,
             });
         }
         Ok((incoming, have, present_files))
@@ -794,6 +827,7 @@ fn serve_session(
         ports,
         have,
         present: present_files,
+        replace: opts.overwrite,
     })?;
     let (reader, writer) = ctl.split()?;
     let (events, rx) = mpsc::channel::<Event>();
@@ -841,6 +875,7 @@ fn serve_session(
         failed_files: 0,
         refetched: 0,
         present: 0,
+        replaced: 0,
         differ: vec![],
     };
     let mut open_channels = usize::from(channels);
@@ -885,6 +920,7 @@ fn serve_session(
                     file,
                     digest,
                     changed,
+                    replaced,
                 })) => {
                     let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
                     match (session.digests.get_mut(file as usize), d) {
@@ -897,6 +933,12 @@ fn serve_session(
                         }
                     }
                     let file = file as usize;
+                    if replaced && !session.start_replacing(file) {
+                        failure = Some(TransferError::Protocol(format!(
+                            "file {file} sent to replace one here, without `--overwrite`"
+                        )));
+                        continue;
+                    }
                     if session.is_present(file) {
                         undone -= session.check_present(file);
                         continue;
@@ -1008,6 +1050,7 @@ fn serve_session(
         peer,
         files: session.ok_files,
         present: session.present,
+        replaced: session.replaced,
         bytes: session.bytes,
         refetched: session.refetched,
         turned_away: turned_away.load(Ordering::Relaxed),
@@ -1053,13 +1096,21 @@ struct Session {
     refetched: u64,
     /// Files here whole already that the sender's digest matched.
     present: usize,
+    /// Files put in place over files here (`--overwrite`).
+    replaced: usize,
     /// Files here whole already that the sender's digest did not match, as
     /// shown to the user: left as they are.
     differ: Vec<String>,
 }
 
 impl Session {
-    /// Whether file `i` was here whole already ([`Incoming::present`]).
+    /// File `i`, held whole, is being sent to replace it
+    /// ([`Incoming::start_replacing`]).
+    fn start_replacing(&self, i: usize) -> bool {
+        self.incoming.lock().expect("no panics hold it")[i].start_replacing()
+    }
+
+    /// Whether file `i` is here whole already ([`Incoming::present`]).
     fn is_present(&self, i: usize) -> bool {
         self.incoming.lock().expect("no panics hold it")[i]
             .present
@@ -1199,7 +1250,7 @@ impl Session {
 
     /// Renames verified file `i` into place and drops its journal.
     fn place(&mut self, i: usize) -> Result<(), TransferError> {
-        let (part, path, journal, journaled, size, mode, mtime) = {
+        let (part, path, journal, journaled, size, mode, mtime, replacing) = {
             let all = self.incoming.lock().expect("no panics hold it");
             let f = &all[i];
             (
@@ -1210,6 +1261,7 @@ impl Session {
                 f.size,
                 f.mode,
                 f.mtime,
+                f.replacing,
             )
         };
         if !self.discard {
@@ -1246,6 +1298,7 @@ impl Session {
             let _ = std::fs::remove_file(&journal);
         }
         self.ok_files += 1;
+        self.replaced += usize::from(replacing);
         self.bytes += size;
         Ok(())
     }
@@ -1287,7 +1340,7 @@ fn store(
                     "block {b:?} is not one of the offered files' blocks"
                 ))
             })?;
-        if f.present.is_some() {
+        if !f.start_replacing() {
             // Its blocks are the file the receiver already had: never written over.
             return Err(TransferError::Protocol(format!(
                 "block {b:?} of a file the receiver holds whole (the sender sends none)"
@@ -1676,6 +1729,8 @@ mod tests {
                     discard: true,
                     mtime: None,
                     present: None,
+                    replace: false,
+                    replacing: false,
                 })
                 .collect(),
         )
@@ -1762,6 +1817,8 @@ mod tests {
             discard: false,
             mtime: None,
             present: None,
+            replace: false,
+            replacing: false,
         }]));
         let (events, rx) = mpsc::channel();
         let slow = {

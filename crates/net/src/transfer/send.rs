@@ -109,6 +109,9 @@ pub struct SendSummary {
     /// sent, and left as they are there (the receiver replaces files only with
     /// `recv --overwrite`). By name at the receiver.
     pub differ: Vec<String>,
+    /// Files the receiver held of the same name and size but other contents,
+    /// sent whole to replace them (`recv --overwrite`); counted in `files` too.
+    pub replaced: usize,
     /// Bytes of file data sent.
     pub bytes: u64,
     /// Blocks sent.
@@ -352,8 +355,16 @@ struct Sched {
     /// Per file, the digest of the copy the receiver holds whole already
     /// (`Accept.present`): none of its blocks is sent, only hashed for the digest.
     present: Vec<Option<[u8; 32]>>,
+    /// The receiver replaces files (`Accept.replace`): one it holds whole whose
+    /// contents differ is sent whole once its digest shows it.
+    replace: bool,
+    /// Files to send whole after all (they differ at the receiver, which
+    /// replaces them), before the next file of the offer.
+    redo: std::collections::VecDeque<usize>,
+    /// Files sent whole to replace the receiver's copy (indices).
+    replaced: Vec<usize>,
     /// Files the receiver holds whole whose contents differ from this side's
-    /// (indices): not sent, and not replaced there.
+    /// (indices), and which it does not replace: not sent.
     differ: Vec<usize>,
     sources: Arc<Vec<PathBuf>>,
     /// Files written to while they were read (indices).
@@ -401,6 +412,12 @@ impl Sched {
                 }
                 return Next::Block(b, held, whole);
             }
+            // A file to send whole after all goes first, whatever else waits: the
+            // lane may be waiting for its very verdict.
+            if let Some(f) = self.redo.pop_front() {
+                self.take(lane, f);
+                continue;
+            }
             if self.next_file >= self.sizes.len() {
                 return Next::Done;
             }
@@ -417,12 +434,17 @@ impl Sched {
             }
             let f = self.next_file;
             self.next_file += 1;
-            self.files[f].stamp = file_stamp(&self.sources[f]);
-            let l = &mut self.lanes[lane];
-            l.blocks = Some(FileBlocks::new(f as u32, self.sizes[f], self.block_size));
-            l.file = Some(f);
-            l.waiting = false;
+            self.take(lane, f);
         }
+    }
+
+    /// `lane` starts on file `f`: its blocks from the first.
+    fn take(&mut self, lane: usize, f: usize) {
+        self.files[f].stamp = file_stamp(&self.sources[f]);
+        let l = &mut self.lanes[lane];
+        l.blocks = Some(FileBlocks::new(f as u32, self.sizes[f], self.block_size));
+        l.file = Some(f);
+        l.waiting = false;
     }
 
     /// Block `b` goes out on `channel`: counted and logged.
@@ -449,9 +471,10 @@ impl Sched {
     }
 
     /// Records block `b`'s hash; returns the file's digest, and the held blocks
-    /// that changed, once every block of it is hashed (at most once per file). Then
-    /// it also notes whether the file was written to while its blocks were read.
-    fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<([u8; 32], Vec<u64>)> {
+    /// that changed, once every block of it is hashed (at most once per file, but
+    /// for a file the receiver replaces: see below). Then it also notes whether
+    /// the file was written to while its blocks were read.
+    fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<Digest> {
         let i = b.file as usize;
         let f = &mut self.files[i];
         f.hashes[(b.offset / u64::from(self.block_size)) as usize] = hash;
@@ -459,17 +482,47 @@ impl Sched {
         if f.hashed < f.hashes.len() {
             return None;
         }
-        if f.stamp.is_some() && f.stamp != file_stamp(&self.sources[i]) {
+        // (Once: a file read twice, to replace the receiver's, may show it twice.)
+        if f.stamp.is_some()
+            && f.stamp != file_stamp(&self.sources[i])
+            && !self.modified.contains(&i)
+        {
             self.modified.push(i);
         }
-        let f = &mut self.files[i];
-        let digest = digest_of(std::mem::take(&mut f.hashes));
+        let digest = digest_of(std::mem::take(&mut self.files[i].hashes));
         if self.present[i].is_some_and(|theirs| theirs != digest) {
-            // Another file of this name and size there: not sent, not replaced.
-            self.differ.push(i);
+            if !self.replace {
+                // Another file of this name and size there: not sent, not replaced.
+                self.differ.push(i);
+            } else {
+                // Another file there, which the receiver replaces: every block
+                // goes now, and the digest after them. The first reading was
+                // only hashed.
+                self.present[i] = None;
+                self.replaced.push(i);
+                let f = &mut self.files[i];
+                f.hashes =
+                    vec![[0; 32]; self.sizes[i].div_ceil(u64::from(self.block_size)) as usize];
+                f.hashed = 0;
+                self.redo.push_back(i);
+                return None;
+            }
         }
-        Some((digest, std::mem::take(&mut f.changed)))
+        Some(Digest {
+            digest,
+            changed: std::mem::take(&mut self.files[i].changed),
+            replaced: self.replaced.contains(&i),
+        })
     }
+}
+
+/// What a file's `Digest` message says.
+struct Digest {
+    digest: [u8; 32],
+    /// Held blocks that changed, sent again.
+    changed: Vec<u64>,
+    /// Sent whole to replace the receiver's copy.
+    replaced: bool,
 }
 
 /// A file's digest: BLAKE3 over its blocks' hashes in order.
@@ -579,11 +632,12 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     while let Msg::Checking { .. } = reply {
         reply = ctl.recv()?;
     }
-    let (ports, have, present) = match reply {
+    let (ports, have, present, replace) = match reply {
         Msg::Accept {
             ports,
             have,
             present,
+            replace,
         } if ports.len() == usize::from(total_channels) => {
             let have = have
                 .into_iter()
@@ -607,7 +661,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     }
                 }
             }
-            (ports, have, whole)
+            (ports, have, whole, replace)
         }
         Msg::Reject { reason } => {
             return Err(TransferError::Protocol(format!(
@@ -642,6 +696,9 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         pipelining: opts.pipelining,
         have,
         present,
+        replace,
+        redo: std::collections::VecDeque::new(),
+        replaced: vec![],
         differ: vec![],
         sources: sources.clone(),
         modified: vec![],
@@ -653,7 +710,12 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     }));
     // An empty file has no block to finish it: its digest (of nothing) goes now.
     for (i, _) in sizes.iter().enumerate().filter(|(_, &s)| s == 0) {
-        send_digest(&writer, i, digest_of(vec![]), vec![])?;
+        let d = Digest {
+            digest: digest_of(vec![]),
+            changed: vec![],
+            replaced: false,
+        };
+        send_digest(&writer, i, d)?;
     }
     let verdicts = {
         let (shared, writer, sources) = (shared.clone(), writer.clone(), sources.clone());
@@ -724,8 +786,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     }
                     // After the block is on its way: the digest follows its blocks.
                     let digest = shared.lock().expect("no panics hold it").hashed(&b, h);
-                    if let Some((d, changed)) = digest {
-                        send_digest(&writer, b.file as usize, d, changed)?;
+                    if let Some(d) = digest {
+                        send_digest(&writer, b.file as usize, d)?;
                     }
                 }
                 s.write_all(&END_OF_CHANNEL)?;
@@ -759,7 +821,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         }));
     }
     let (bad, resent) = verdicts.join().expect("verdict thread")?;
-    let (confirmation_waits, modified, differ, present) = {
+    let (confirmation_waits, modified, differ, present, replaced) = {
         let s = shared.lock().expect("no panics hold it");
         let names = |list: &[usize]| -> Vec<String> {
             list.iter().map(|&i| files[i].name.clone()).collect()
@@ -770,6 +832,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             names(&s.modified),
             s.differ.clone(),
             present,
+            s.replaced.len(),
         )
     };
     // Files the receiver holds with other contents fail there too: they are
@@ -791,6 +854,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         files: files.len() - present - differ.len(),
         folders: dirs.len(),
         present,
+        replaced,
         differ,
         bytes,
         blocks,
@@ -851,19 +915,15 @@ fn read_block(
         )))
 }
 
-fn send_digest(
-    writer: &Mutex<ControlWriter>,
-    file: usize,
-    digest: [u8; 32],
-    changed: Vec<u64>,
-) -> Result<(), TransferError> {
+fn send_digest(writer: &Mutex<ControlWriter>, file: usize, d: Digest) -> Result<(), TransferError> {
     writer
         .lock()
         .expect("no panics hold it")
         .send(&Msg::Digest {
             file: file as u32,
-            digest: hex(&digest),
-            changed,
+            digest: hex(&d.digest),
+            changed: d.changed,
+            replaced: d.replaced,
         })
 }
 

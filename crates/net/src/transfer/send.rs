@@ -321,6 +321,10 @@ struct FileState {
     stamp: Option<(u64, std::time::SystemTime)>,
     /// The receiver's verdict, once it came.
     done: Option<bool>,
+    /// Written to while its blocks were read.
+    modified: bool,
+    /// Sent whole to replace the receiver's copy, held whole with other contents.
+    replaced: bool,
 }
 
 /// A group of channels working on one file at a time.
@@ -361,14 +365,10 @@ struct Sched {
     /// Files to send whole after all (they differ at the receiver, which
     /// replaces them), before the next file of the offer.
     redo: std::collections::VecDeque<usize>,
-    /// Files sent whole to replace the receiver's copy (indices).
-    replaced: Vec<usize>,
     /// Files the receiver holds whole whose contents differ from this side's
     /// (indices), and which it does not replace: not sent.
     differ: Vec<usize>,
     sources: Arc<Vec<PathBuf>>,
-    /// Files written to while they were read (indices).
-    modified: Vec<usize>,
     /// Blocks handed out to be sent, and the most that may be (a test's crash).
     handed: u64,
     limit: u64,
@@ -482,12 +482,8 @@ impl Sched {
         if f.hashed < f.hashes.len() {
             return None;
         }
-        // (Once: a file read twice, to replace the receiver's, may show it twice.)
-        if f.stamp.is_some()
-            && f.stamp != file_stamp(&self.sources[i])
-            && !self.modified.contains(&i)
-        {
-            self.modified.push(i);
+        if f.stamp.is_some() && f.stamp != file_stamp(&self.sources[i]) {
+            self.files[i].modified = true;
         }
         let digest = digest_of(std::mem::take(&mut self.files[i].hashes));
         if self.present[i].is_some_and(|theirs| theirs != digest) {
@@ -499,8 +495,8 @@ impl Sched {
                 // goes now, and the digest after them. The first reading was
                 // only hashed.
                 self.present[i] = None;
-                self.replaced.push(i);
                 let f = &mut self.files[i];
+                f.replaced = true;
                 f.hashes =
                     vec![[0; 32]; self.sizes[i].div_ceil(u64::from(self.block_size)) as usize];
                 f.hashed = 0;
@@ -511,7 +507,7 @@ impl Sched {
         Some(Digest {
             digest,
             changed: std::mem::take(&mut self.files[i].changed),
-            replaced: self.replaced.contains(&i),
+            replaced: self.files[i].replaced,
         })
     }
 }
@@ -689,6 +685,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 changed: vec![],
                 stamp: None,
                 done: None,
+                modified: false,
+                replaced: false,
             })
             .collect(),
         sizes: sizes.clone(),
@@ -698,10 +696,8 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         present,
         replace,
         redo: std::collections::VecDeque::new(),
-        replaced: vec![],
         differ: vec![],
         sources: sources.clone(),
-        modified: vec![],
         handed: 0,
         limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
         confirmation_waits: 0,
@@ -823,16 +819,17 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let (bad, resent) = verdicts.join().expect("verdict thread")?;
     let (confirmation_waits, modified, differ, present, replaced) = {
         let s = shared.lock().expect("no panics hold it");
-        let names = |list: &[usize]| -> Vec<String> {
-            list.iter().map(|&i| files[i].name.clone()).collect()
-        };
+        let modified = (s.files.iter().zip(&files))
+            .filter(|(f, _)| f.modified)
+            .map(|(_, l)| l.name.clone())
+            .collect::<Vec<_>>();
         let present = s.present.iter().flatten().count() - s.differ.len();
         (
             s.confirmation_waits,
-            names(&s.modified),
+            modified,
             s.differ.clone(),
             present,
-            s.replaced.len(),
+            s.files.iter().filter(|f| f.replaced).count(),
         )
     };
     // Files the receiver holds with other contents fail there too: they are

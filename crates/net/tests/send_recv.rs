@@ -471,6 +471,20 @@ fn unsafe_names_and_existing_files_are_refused_with_nothing_written() {
     );
     assert!(h.join().unwrap().is_err());
     assert_eq!(std::fs::read(dst.path().join("there")).unwrap(), b"keep me");
+    // A folder where a file is offered is refused even with `--overwrite`, before
+    // any byte is sent: the rename at the end could not replace it.
+    std::fs::create_dir(dst.path().join("folder")).unwrap();
+    let (addr, h) = receiver(RecvOptions {
+        overwrite: true,
+        ..recv_opts(dst.path(), "t")
+    });
+    let reply = offer(addr, "t", "folder");
+    assert!(
+        matches!(&reply, Msg::Reject { reason } if reason.contains("is a folder on the receiver")),
+        "{reply:?}"
+    );
+    assert!(h.join().unwrap().is_err());
+    assert!(dst.path().join("folder").is_dir());
 }
 
 /// Offers whose files would land on each other are refused before anything is

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -303,7 +303,8 @@ fn verify_kept(
 ) -> Result<BTreeMap<u64, [u8; 32]>, TransferError> {
     let mut good = BTreeMap::new();
     let offsets = kept.keys().copied().collect::<Vec<_>>();
-    hash_blocks(file, part, &offsets, size, block_size, read_back, |o, h| {
+    let mut told = |n| read_back.add(n);
+    hash_blocks(file, part, &offsets, size, block_size, &mut told, |o, h| {
         if kept[&o] == h {
             good.insert(o, h);
         }
@@ -317,18 +318,22 @@ fn digest_present(
     path: &std::path::Path,
     size: u64,
     block_size: u32,
-    read_back: &mut ReadBack,
+    read: &AtomicU64,
 ) -> Result<[u8; 32], TransferError> {
     let file = File::open(path).map_err(TransferError::io(path.display().to_string()))?;
     let offsets: Vec<u64> = (0..size).step_by(block_size as usize).collect();
     let mut d = blake3::Hasher::new();
+    let mut count = |n| {
+        read.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    };
     hash_blocks(
         &file,
         path,
         &offsets,
         size,
         block_size,
-        read_back,
+        &mut count,
         |_, h| {
             d.update(&h);
         },
@@ -336,15 +341,82 @@ fn digest_present(
     Ok(*d.finalize().as_bytes())
 }
 
+/// The digests of the files held whole ([`digest_present`]), each a path and a
+/// size, read back by several threads at once: a tree sent again is read back
+/// whole before the answer, and reads in flight together go faster from a disk
+/// that queues them (and a file system that reads ahead per file), and spread the
+/// hashing over the cores. `read_back` hears of the bytes read as they go.
+fn digest_all_present(
+    files: &[(&std::path::Path, u64)],
+    block_size: u32,
+    read_back: &mut ReadBack,
+) -> Result<Vec<[u8; 32]>, TransferError> {
+    let threads = READ_BACK_THREADS.min(files.len());
+    let next = AtomicUsize::new(0);
+    let read = AtomicU64::new(0);
+    let failed = AtomicBool::new(false);
+    let mut digests = vec![None; files.len()];
+    let (done, results) = mpsc::channel();
+    let told: Result<(), TransferError> = thread::scope(|s| {
+        for _ in 0..threads {
+            let done = done.clone();
+            let (next, read, failed) = (&next, &read, &failed);
+            s.spawn(move || loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= files.len() || failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                let (path, size) = files[k];
+                let r = digest_present(path, size, block_size, read);
+                failed.fetch_or(r.is_err(), Ordering::Relaxed);
+                if done.send((k, r)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(done);
+        // This thread tells the sender how far the others got, about once a
+        // [`CHECKING_EVERY`], until every file is read or one fails.
+        let mut counted = 0;
+        let told = loop {
+            let got = results.recv_timeout(Duration::from_millis(100));
+            let now = read.load(Ordering::Relaxed);
+            if let Err(e) = read_back.add(now - counted) {
+                break Err(e);
+            }
+            counted = now;
+            match got {
+                Ok((k, Ok(d))) => digests[k] = Some(d),
+                Ok((_, Err(e))) => break Err(e),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
+            }
+        };
+        // A failure here or there stops the readers at their next file (the
+        // scope joins them).
+        failed.store(true, Ordering::Relaxed);
+        told
+    });
+    told?;
+    Ok(digests
+        .into_iter()
+        .map(|d| d.expect("every file read back"))
+        .collect())
+}
+
+/// Threads that read back the files held whole: more than the cores, since they
+/// mostly wait for the disk, whose queue they keep full.
+const READ_BACK_THREADS: usize = 8;
+
 /// Reads the blocks of `file` (`shown` in errors) at `offsets` and hands each one's
-/// BLAKE3 hash to `each`, counting the bytes in `read_back`.
+/// BLAKE3 hash to `each`, and the bytes read to `count`.
 fn hash_blocks(
     file: &File,
     shown: &std::path::Path,
     offsets: &[u64],
     size: u64,
     block_size: u32,
-    read_back: &mut ReadBack,
+    count: &mut dyn FnMut(u64) -> Result<(), TransferError>,
     mut each: impl FnMut(u64, [u8; 32]),
 ) -> Result<(), TransferError> {
     let mut buf = vec![0u8; (block_size as u64).min(size) as usize];
@@ -353,7 +425,7 @@ fn hash_blocks(
         file.read_exact_at(&mut buf[..n], o)
             .map_err(TransferError::io(shown.display().to_string()))?;
         each(o, *blake3::hash(&buf[..n]).as_bytes());
-        read_back.add(n as u64)?;
+        count(n as u64)?;
     }
     Ok(())
 }
@@ -716,6 +788,13 @@ fn serve_session(
     // Reading back may fail (a file unreadable here): the sender is told why.
     let prepared = (|| -> Result<_, TransferError> {
         let mut read_back = ReadBack::new(&mut ctl, total);
+        // The files held whole first, several at a time.
+        let held: Vec<(&std::path::Path, u64)> = targets
+            .iter()
+            .filter(|t| t.2)
+            .map(|t| (t.0.as_path(), t.1.size))
+            .collect();
+        let mut held_digests = digest_all_present(&held, block_size, &mut read_back)?.into_iter();
         let mut incoming = vec![];
         let mut have = vec![];
         let mut present_files = vec![];
@@ -725,7 +804,7 @@ fn serve_session(
             let part = part_path(&path);
             let journal_path = journal_path(&path);
             if present {
-                let digest = digest_present(&path, size, block_size, &mut read_back)?;
+                let digest = held_digests.next().expect("one per file held whole");
                 have.push(vec![]);
                 present_files.push((i as u32, hex(&digest)));
                 incoming.push(Incoming {

@@ -351,7 +351,11 @@ fn digest_all_present(
     block_size: u32,
     read_back: &mut ReadBack,
 ) -> Result<Vec<[u8; 32]>, TransferError> {
-    let threads = READ_BACK_THREADS.min(files.len());
+    // Each reader holds a block: their buffers stay within READ_BACK_MEMORY, as
+    // long as one block is (the session's cap counts a block per channel).
+    let threads = (READ_BACK_MEMORY / u64::from(block_size).max(1))
+        .clamp(1, READ_BACK_THREADS as u64) as usize;
+    let threads = threads.min(files.len());
     let next = AtomicUsize::new(0);
     let read = AtomicU64::new(0);
     let failed = AtomicBool::new(false);
@@ -407,6 +411,9 @@ fn digest_all_present(
 /// Threads that read back the files held whole: more than the cores, since they
 /// mostly wait for the disk, whose queue they keep full.
 const READ_BACK_THREADS: usize = 8;
+/// The most the readers' block buffers may take together: 8 readers of 4 MiB
+/// blocks (the default), 1 of 64 MiB blocks or more.
+const READ_BACK_MEMORY: u64 = 64 << 20;
 
 /// Reads the blocks of `file` (`shown` in errors) at `offsets` and hands each one's
 /// BLAKE3 hash to `each`, and the bytes read to `count`.

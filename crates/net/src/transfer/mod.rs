@@ -77,9 +77,9 @@
 //! quick check): a copy made some other way need not carry the times, and an edit
 //! can keep them. It costs a read of the file on each side. A file there of
 //! another size, or anything else in the way, refuses the session unless the
-//! receiver was started with `--overwrite`, which replaces it. While it reads
-//! back, the receiver tells the waiting sender how far it got about once a second
-//! (`Checking`).
+//! receiver was started with `--overwrite`, which replaces it. The receiver reads
+//! back up to eight files at a time, and tells the waiting sender how far it got
+//! about once a second (`Checking`).
 
 mod channel;
 mod control;

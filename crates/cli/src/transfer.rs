@@ -535,29 +535,32 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             s.bytes
         )?;
     }
+    // What failed, all of it: each says what to do.
+    let mut failed = vec![];
     if !s.differ.is_empty() {
-        return Err(anyhow::anyhow!(
+        failed.push(format!(
             "{} file(s) at the receiver have the size of the ones here but other contents, \
              and were neither sent nor replaced: {}; to replace them, start the receiver \
              with `longhaul recv --overwrite`",
             s.differ.len(),
             s.differ.join(", ")
-        )
-        .into());
+        ));
     }
     if !s.modified.is_empty() {
         // As Globus fails a file whose checksum moved during the transfer: the copy
         // is what was read, block by block, not one version of the file.
-        return Err(anyhow::anyhow!(
+        failed.push(format!(
             "{} file(s) were written to while being sent, so the receiver's copy may mix \
              old and new contents (each block is as it was read): {}; send them again \
              when they are quiet (to `longhaul recv --overwrite`)",
             s.modified.len(),
             s.modified.join(", ")
-        )
-        .into());
+        ));
     }
-    Ok(())
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!("{}", failed.join("; and ")).into())
 }
 
 /// "1 file", "2 files".

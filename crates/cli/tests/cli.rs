@@ -635,6 +635,60 @@ fn recv_serves_session_after_session() {
     );
 }
 
+/// A tree sent again: the files already there are not sent and both ends say so
+/// (exit 0); a file there with other contents fails both ends (exit 1), named, and
+/// stays as it is; with `recv --overwrite` it is replaced (exit 0).
+#[test]
+fn a_tree_sent_again_says_what_was_there() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tok"), "k\n").unwrap();
+    std::fs::create_dir(dir.path().join("t")).unwrap();
+    for (name, body) in [("a", "alpha"), ("b", "bravo")] {
+        std::fs::write(dir.path().join("t").join(name), body).unwrap();
+    }
+    let send = |addr: &str| longhaul(&["send", "--token-file", "tok", "t", addr], dir.path());
+    let (recv, addr, _) = spawn_recv(dir.path(), "dst");
+    assert!(send(&addr).status.success());
+    assert!(recv.wait_with_output().unwrap().status.success());
+
+    let (recv, addr, _) = spawn_recv(dir.path(), "dst");
+    let o = send(&addr);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        out.contains("sent 0 files") && out.contains("2 files were at the receiver already"),
+        "{out}"
+    );
+    let r = recv.wait_with_output().unwrap();
+    let summary: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(
+        (summary["files"].as_u64(), summary["present_files"].as_u64()),
+        (Some(0), Some(2))
+    );
+
+    // Edited at the receiver, same size.
+    std::fs::write(dir.path().join("dst/t/b"), "BRAVO").unwrap();
+    let (recv, addr, err) = spawn_recv(dir.path(), "dst");
+    let o = send(&addr);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("other contents") && stderr(&o).contains("t/b"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(recv.wait_with_output().unwrap().status.code(), Some(1));
+    assert!(err.join().unwrap().contains("other contents"));
+    assert_eq!(std::fs::read(dir.path().join("dst/t/b")).unwrap(), b"BRAVO");
+
+    let (recv, addr, _) = spawn_recv_with(dir.path(), &["--overwrite", "dst"]);
+    let o = send(&addr);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout)
+        .contains("1 file there had other contents and was replaced"));
+    assert!(recv.wait_with_output().unwrap().status.success());
+    assert_eq!(std::fs::read(dir.path().join("dst/t/b")).unwrap(), b"bravo");
+}
+
 /// `longhaul recv` and `longhaul send` on loopback: a tree arrives byte-exact and
 /// both exit 0 (with `--json` summaries); a wrong token fails both (exit 1) with
 /// nothing written; a missing source or token is bad input (exit 2).

@@ -236,21 +236,13 @@ fn report_session(s: &longhaul_net::transfer::RecvSummary, json: bool) -> Result
             serde_json::json!({"peer": s.peer.to_string(), "files": s.files, "present_files": s.present, "replaced_files": s.replaced, "bytes": s.bytes, "turned_away": s.turned_away})
         )?;
     } else {
-        let mut present = match s.present {
-            0 => String::new(),
-            1 => "; 1 file was here already, the same, and was not sent".into(),
-            n => format!("; {n} files were here already, the same, and were not sent"),
-        };
-        match s.replaced {
-            0 => {}
-            1 => present += "; 1 file here was replaced",
-            n => present += &format!("; {n} files here were replaced"),
-        }
         outln!(
-            "received {}, {} bytes, from {}{present}",
+            "received {}, {} bytes, from {}{}{}",
             files(s.files),
             s.bytes,
-            s.peer
+            s.peer,
+            files_were(s.present, "here already, the same, and not sent"),
+            files_were(s.replaced, "replaced here"),
         )?;
     }
     Ok(())
@@ -513,16 +505,11 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                  changed here since were"
             ),
         };
-        let mut present = match s.present {
-            0 => String::new(),
-            1 => "; 1 file was at the receiver already, the same, and was not sent".into(),
-            n => format!("; {n} files were at the receiver already, the same, and were not sent"),
-        };
-        match s.replaced {
-            0 => {}
-            1 => present += "; 1 file there had other contents and was replaced",
-            n => present += &format!("; {n} files there had other contents and were replaced"),
-        }
+        let present = files_were(s.present, "at the receiver already, the same, and not sent")
+            + &files_were(
+                s.replaced,
+                "replaced at the receiver, which held other contents",
+            );
         // A tree of empty folders sends no file, but its folders arrive.
         let folders = match (s.files + s.present, s.folders) {
             (0, 1) => " (and 1 folder)".to_string(),
@@ -569,6 +556,16 @@ fn files(n: usize) -> String {
         "1 file".into()
     } else {
         format!("{n} files")
+    }
+}
+
+/// A summary's clause about `n` files: "; 1 file was WHAT", "; 2 files were WHAT",
+/// nothing for none.
+fn files_were(n: usize, what: &str) -> String {
+    match n {
+        0 => String::new(),
+        1 => format!("; 1 file was {what}"),
+        n => format!("; {n} files were {what}"),
     }
 }
 

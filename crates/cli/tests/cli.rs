@@ -684,7 +684,7 @@ fn a_tree_sent_again_says_what_was_there() {
     let o = send(&addr);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout)
-        .contains("1 file there had other contents and was replaced"));
+        .contains("1 file was replaced at the receiver, which held other contents"));
     assert!(recv.wait_with_output().unwrap().status.success());
     assert_eq!(std::fs::read(dir.path().join("dst/t/b")).unwrap(), b"bravo");
 }

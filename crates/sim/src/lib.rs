@@ -49,6 +49,7 @@ pub mod output;
 pub mod packet;
 pub mod pcap;
 pub mod plot;
+mod prefetch;
 pub mod report;
 mod ring;
 pub mod scenario;

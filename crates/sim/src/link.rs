@@ -457,13 +457,13 @@ impl Link {
     /// Removes the head packet, which arrives at `now`; returns it and the arrival time
     /// of the new head, if any (the caller schedules it).
     #[inline]
-    pub fn pop_arrival(&mut self, now: Instant) -> (PacketId, Option<Instant>) {
+    pub fn pop_arrival(&mut self, now: Instant) -> (PacketId, Option<(Instant, PacketId)>) {
         debug_assert!(!self.cut_through);
         let head = self.retire_head();
         debug_assert_eq!(head.arrive, now.as_nanos());
         (
             head.pkt,
-            self.ring.front().map(|e| Instant::from_nanos(e.arrive)),
+            self.ring.front().map(|e| (Instant::from_nanos(e.arrive), e.pkt)),
         )
     }
 
@@ -603,7 +603,7 @@ mod tests {
         assert_eq!(l.queue_pkts(t0), 2);
         assert_eq!(l.queue_pkts(Instant::from_nanos(1_000_000)), 1);
         let (p, next) = l.pop_arrival(Instant::from_nanos(1_100_000));
-        assert_eq!((p, next), (1, Some(Instant::from_nanos(1_600_000))));
+        assert_eq!((p, next), (1, Some((Instant::from_nanos(1_600_000), 2))));
         assert_eq!(l.stats.wait_ns, 1_000_000);
         let (p, next) = l.pop_arrival(Instant::from_nanos(1_600_000));
         assert_eq!((p, next), (2, None));

@@ -558,7 +558,10 @@ impl Simulation {
         // next packet, or retire it, before anything else is scheduled.
         let (pkt, next) = self.links[l].pop_arrival(now);
         match next {
-            Some(t) => self.sched.replace_current(t, Event::LinkArrival(l as u32)),
+            Some((t, soon)) => {
+                self.sched.replace_current(t, Event::LinkArrival(l as u32));
+                crate::prefetch::prefetch(self.pool.get(soon));
+            }
             None => self.sched.pop_current(),
         }
         let node = self.links[l].to;

@@ -454,8 +454,9 @@ impl Link {
         ))
     }
 
-    /// Removes the head packet, which arrives at `now`; returns it and the arrival time
-    /// of the new head, if any (the caller schedules it).
+    /// Removes the head packet, which arrives at `now`; returns it and the new head, if
+    /// any: its arrival time (the caller schedules it) and its packet (which the caller
+    /// will read then).
     #[inline]
     pub fn pop_arrival(&mut self, now: Instant) -> (PacketId, Option<(Instant, PacketId)>) {
         debug_assert!(!self.cut_through);
@@ -463,7 +464,9 @@ impl Link {
         debug_assert_eq!(head.arrive, now.as_nanos());
         (
             head.pkt,
-            self.ring.front().map(|e| (Instant::from_nanos(e.arrive), e.pkt)),
+            self.ring
+                .front()
+                .map(|e| (Instant::from_nanos(e.arrive), e.pkt)),
         )
     }
 

@@ -563,9 +563,9 @@ impl Simulation {
                 // The next packet to arrive here was written when it was sent, a
                 // round trip's worth of packets ago on a long path, and is read cold
                 // at its arrival: start loading it now, while this one is handled.
-                // The reference bench at 100 ms ran 4-5 % faster (the read of its
+                // The reference bench at 100 ms ran 3.5 % faster (the read of its
                 // destination had been the hottest instruction of `deliver`), at 1 ms
-                // the same.
+                // as fast as before.
                 crate::prefetch::prefetch(self.pool.get(soon));
             }
             None => self.sched.pop_current(),

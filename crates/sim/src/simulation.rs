@@ -1087,6 +1087,9 @@ impl Simulation {
             slot.stamp(now, tx.header_len as u8, tx.payload_len as u32);
             let id = self.pool.take_peeked();
             self.forward(now, node, dst, id);
+            if !tx.more {
+                break;
+            }
         }
         let Flow::Tcp(t) = &mut self.flows[f] else {
             unreachable!()

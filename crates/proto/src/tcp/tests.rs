@@ -47,6 +47,10 @@ impl Pair {
     fn flush(&mut self) {
         let mut buf = [0u8; MAX_TRANSMIT_HEADER];
         while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+            if !t.more {
+                let mut spare = [0u8; MAX_TRANSMIT_HEADER];
+                assert_eq!(self.client.poll_transmit(self.now, &mut spare), None);
+            }
             if t.payload_len > 0 {
                 self.data_sent += 1;
                 let tcp = &buf[usize::from(buf[0] & 0x0f) * 4..];
@@ -62,6 +66,13 @@ impl Pair {
         while let Some(t) = self.server.poll_transmit(self.now, &mut buf) {
             self.wire
                 .push((self.now + self.delay, false, buf[..t.header_len].to_vec()));
+            if !t.more {
+                // The hint's promise, checked wherever a pair test runs: nothing
+                // more until something happens.
+                let mut spare = [0u8; MAX_TRANSMIT_HEADER];
+                assert_eq!(self.server.poll_transmit(self.now, &mut spare), None);
+                break;
+            }
         }
         while let Some(e) = self.client.poll_event() {
             self.client_events.push(e);

@@ -271,6 +271,9 @@ impl Scoreboard {
 
     /// Processes a cumulative ACK up to offset `ack` (a multiple of the MSS or the
     /// stream end). Offsets at or below `una` are ignored.
+    // Inlined into the connection's two ACK paths (header prediction and the general
+    // one): as a call it cost a prologue and spills on every ACK.
+    #[inline(always)]
     pub fn on_cumulative_ack(&mut self, ack: u64) -> CumAck {
         let mut out = CumAck::default();
         let upto = ack.saturating_add(self.base).min(self.max_v());

@@ -247,7 +247,8 @@ pub struct Transmit {
     /// Whether another poll now might send more. When false, a
     /// [`poll_transmit`](TcpConnection::poll_transmit) at the same time with nothing
     /// handled in between returns `None`, so a driver may stop asking (a receiver's
-    /// ACK: without the hint every ACK cost a second poll that found nothing).
+    /// ACK, or new data that filled the window: without the hint each cost a second
+    /// poll that found nothing).
     pub more: bool,
 }
 
@@ -1080,7 +1081,9 @@ impl TcpConnection {
             self.rto_at
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
-            return Some(self.emit(buf, TcpControl::None, seq, len as usize));
+            let mut tx = self.emit(buf, TcpControl::None, seq, len as usize);
+            tx.more = self.could_send_more();
+            return Some(tx);
         }
 
         if self.closed && !self.fin_sent && max == self.written {
@@ -1092,6 +1095,20 @@ impl TcpConnection {
         }
 
         self.ack_now.then(|| self.emit_ack(buf, max))
+    }
+
+    /// After new data went out: whether the next poll could send anything. False
+    /// only when it certainly could not (the promise of [`Transmit::more`]): no
+    /// retransmission waiting, no room in the window for the next new segment, no
+    /// FIN to send and no ACK owed. A sender clocked by its ACKs fills the window
+    /// with each one, so this spares the poll after almost every segment.
+    fn could_send_more(&self) -> bool {
+        let (len, _) = self.board.next_new();
+        self.fast_rtx_pending
+            || self.board.may_retransmit()
+            || self.ack_now
+            || (self.closed && !self.fin_sent)
+            || (len > 0 && self.in_flight() + len <= self.cc.window())
     }
 
     /// A bare ACK (the caller checked `ack_now`); `max` is `SND.MAX`.

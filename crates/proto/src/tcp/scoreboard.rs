@@ -438,6 +438,12 @@ impl Scoreboard {
         self.retx_scan = self.una_v();
     }
 
+    /// Whether [`next_retransmit`](Self::next_retransmit) might find a segment: false
+    /// only when no segment deemed lost is left unretransmitted.
+    pub fn may_retransmit(&self) -> bool {
+        self.retx_scan < self.lost_scan
+    }
+
     /// The next lost segment not yet retransmitted: `(offset, len)` (RFC 6675
     /// NextSeg() rule 1).
     pub fn next_retransmit(&mut self) -> Option<(u64, u64)> {

@@ -536,3 +536,59 @@ proptest::proptest! {
         p.drive(Instant::from_nanos(120_000_000_000));
     }
 }
+
+/// `Transmit::more` is false only when the next poll sends nothing (every pair test
+/// checks that after each transmission), and a sender that fills its window with
+/// new data says so on the segment that fills it, not before: with a window of a
+/// whole number of segments the last one fits exactly.
+#[test]
+fn more_is_false_on_the_segment_that_fills_the_window() {
+    let cfg = TcpConfig {
+        initial_window: InitialWindow::Segments(4),
+        ..TcpConfig::default()
+    };
+    let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
+    // The handshake, until nothing moves; then data to send.
+    p.drive(Instant::from_nanos(1_000_000_000));
+    assert_eq!(p.client_events, vec![Event::Connected]);
+    p.client.send(1 << 20).unwrap();
+    let now = p.now;
+    let mut buf = [0u8; MAX_TRANSMIT_HEADER];
+    let mut more = vec![];
+    while let Some(t) = p.client.poll_transmit(now, &mut buf) {
+        assert_eq!(t.payload_len, 1448);
+        more.push(t.more);
+    }
+    assert_eq!(more, [true, true, true, false]);
+}
+
+/// The hint's promise holds through slow start, losses, recovery, timeouts and the
+/// close, whatever the window's granularity: windows of whole segments (where a
+/// segment fits exactly) and of odd bytes (RFC 3390's 4380), with and without SACK,
+/// NewReno and CUBIC. `Pair::flush` asserts it after every transmission.
+#[test]
+fn more_keeps_its_promise_through_losses_and_windows_of_every_kind() {
+    let lossy = |n: u64| n % 97 == 0 || (300..310).contains(&n);
+    for iw in [
+        InitialWindow::Segments(1),
+        InitialWindow::Segments(10),
+        InitialWindow::Iw10,
+        InitialWindow::Rfc3390,
+    ] {
+        for sack in [true, false] {
+            for cc in [
+                CcAlgorithm::NewReno(Default::default()),
+                CcAlgorithm::Cubic(Default::default()),
+            ] {
+                let cfg = TcpConfig {
+                    initial_window: iw,
+                    sack,
+                    cc,
+                    ..TcpConfig::default()
+                };
+                let p = transfer(cfg, 1_000_000, lossy);
+                assert_eq!(p.server.delivered_bytes(), 1_000_000, "{iw:?} sack {sack}");
+            }
+        }
+    }
+}

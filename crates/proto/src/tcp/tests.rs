@@ -568,7 +568,7 @@ fn more_is_false_on_the_segment_that_fills_the_window() {
 /// NewReno and CUBIC. `Pair::flush` asserts it after every transmission.
 #[test]
 fn more_keeps_its_promise_through_losses_and_windows_of_every_kind() {
-    let lossy = |n: u64| n % 97 == 0 || (300..310).contains(&n);
+    let lossy = |n: u64| n.is_multiple_of(97) || (300..310).contains(&n);
     for iw in [
         InitialWindow::Segments(1),
         InitialWindow::Segments(10),

@@ -1088,7 +1088,7 @@ impl Simulation {
             let id = self.pool.take_peeked();
             self.forward(now, node, dst, id);
             if !tx.more {
-                break;
+                break; // the engine's word that a poll now would find nothing
             }
         }
         let Flow::Tcp(t) = &mut self.flows[f] else {

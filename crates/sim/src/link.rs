@@ -203,6 +203,10 @@ pub struct Link {
     ns_per_byte_fp: u128,
     /// `params.delay` in nanoseconds.
     delay_ns: u64,
+    /// The last size [`transmit`](Self::transmit) timed and its serialisation time:
+    /// a link carries packets of one or two sizes (full segments one way, ACKs the
+    /// other), so this spares the 128-bit multiply for nearly every packet.
+    tx_memo: (u32, u64),
     egress: Option<Box<Egress>>,
     /// Counters.
     pub stats: LinkStats,
@@ -227,6 +231,7 @@ impl Link {
             ns_per_byte_fp: (8_000_000_000u128 << 32)
                 .div_ceil(u128::from(params.rate.as_bps().max(1))),
             delay_ns: u64::try_from(params.delay.as_nanos()).unwrap_or(u64::MAX / 2),
+            tx_memo: (0, 0),
             egress: params.egress.as_ref().map(|e| Box::new(Egress::new(e))),
             loss: LossProcess::new(params.loss, seed, stream),
             lossy: params.loss != LossModel::None,
@@ -365,7 +370,14 @@ impl Link {
     /// when it reaches the far end. The packet is already counted in the queue.
     #[inline]
     fn transmit(&mut self, reached: u64, start: u64, pkt: PacketId, size: u32) -> u64 {
-        let finish = start + self.tx_ns(size);
+        let tx = if size == self.tx_memo.0 {
+            self.tx_memo.1
+        } else {
+            let tx = self.tx_ns(size);
+            self.tx_memo = (size, tx);
+            tx
+        };
+        let finish = start + tx;
         let arrive = finish + self.delay_ns;
         self.busy_until = finish;
         self.stats.wait_ns += u128::from(start - reached);

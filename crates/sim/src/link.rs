@@ -203,9 +203,10 @@ pub struct Link {
     ns_per_byte_fp: u128,
     /// `params.delay` in nanoseconds.
     delay_ns: u64,
-    /// The last size [`transmit`](Self::transmit) timed and its serialisation time:
-    /// a link carries packets of one or two sizes (full segments one way, ACKs the
-    /// other), so this spares the 128-bit multiply for nearly every packet.
+    /// The last size [`transmit`](Self::transmit) timed and its serialisation time
+    /// (`(0, 0)` at first, which is right: no bytes take no time). A link direction
+    /// carries mostly one size, full segments or ACKs, so this spares the 128-bit
+    /// multiply for nearly every packet.
     tx_memo: (u32, u64),
     egress: Option<Box<Egress>>,
     /// Counters.

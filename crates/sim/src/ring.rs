@@ -50,6 +50,12 @@ impl<T: Copy + Default> Ring<T> {
         self.tail == self.head
     }
 
+    /// Whether the next push must grow the slots (always, before the first).
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.len() == self.slots.len()
+    }
+
     /// Position of the front record (the next push's, when empty).
     #[inline]
     pub fn head(&self) -> u64 {

@@ -1,7 +1,9 @@
 //! The event list, ordered by `(time, insertion sequence)`: a sorted list while it is
 //! short (as a packet-level run keeps it), a binary heap when it grows long.
 //!
-//! Ties always break in insertion order, so a run is a pure function of its inputs.
+//! Ties always break in insertion order, so a run is a pure function of its inputs,
+//! except that observers (samples, traces) go after every other event of their
+//! instant ([`Scheduler::schedule_last`]).
 //! The scheduler is a plain value owned by one [`crate::Simulation`]; nothing is
 //! global, and many simulations run side by side on different threads.
 //!
@@ -59,6 +61,9 @@ impl Entry {
 fn key(time: Instant, seq: u64) -> u128 {
     (u128::from(time.as_nanos()) << 64) | u128::from(seq)
 }
+
+/// The sequence bit of events scheduled with [`Scheduler::schedule_last`].
+const OBSERVER: u64 = 1 << 63;
 
 /// Lists up to this long are kept sorted; a list that grows past it becomes a heap.
 const SORTED_MAX: usize = 32;
@@ -122,6 +127,21 @@ impl Scheduler {
         debug_assert!(time >= self.now, "event scheduled in the past");
         self.seq += 1;
         self.insert(key(time, self.seq), event);
+    }
+
+    /// Schedules `event` at `time` after every other event at that time, whenever
+    /// they were scheduled: for observers (metric samples, traces), which then see the
+    /// state once everything due at their instant has happened. A host that runs
+    /// ahead of the clock (see `Simulation`'s early hosts) can then tell which of
+    /// its packets an observation must not see without knowing when the observer's
+    /// event was scheduled.
+    pub fn schedule_last(&mut self, time: Instant, event: Event) {
+        debug_assert!(time >= self.now, "event scheduled in the past");
+        self.seq += 1;
+        // Sequence numbers count from 1 and never reach 2^63; the top bit sorts an
+        // observer after every ordinary event of its instant, and observers among
+        // themselves in the order they were scheduled.
+        self.insert(key(time, self.seq | OBSERVER), event);
     }
 
     #[inline(always)]
@@ -391,12 +411,14 @@ mod tests {
         check_against_model(|id| if id % 400 < 100 { 3 } else { 12 });
     }
 
-    /// Operation `id` schedules with probability `2 / ops(id)`, else pops or
-    /// replaces the next event (even odds).
+    /// Operation `id` schedules with probability `2 / ops(id)` (one time in four as
+    /// an observer), else pops or replaces the next event (even odds).
     fn check_against_model(ops: impl Fn(u32) -> u64) {
         let mut s = Scheduler::new();
         let (mut sorted_to_heap, mut heap_to_sorted) = (0, 0);
-        let mut model: Vec<(u64, u64, u32)> = vec![]; // (time, seq, id)
+        // (time, observer, seq, id): observers go after everything else due at
+        // their time, in the order they were scheduled.
+        let mut model: Vec<(u64, bool, u64, u32)> = vec![];
         let mut seq = 0u64;
         let mut x: u64 = 99;
         let mut rand = |m: u64| {
@@ -411,8 +433,13 @@ mod tests {
                 0 | 1 => {
                     let t = s.now().as_nanos() + rand(50);
                     seq += 1;
-                    s.schedule(Instant::from_nanos(t), Event::FlowStart(id));
-                    model.push((t, seq, id));
+                    let observer = rand(4) == 0;
+                    if observer {
+                        s.schedule_last(Instant::from_nanos(t), Event::FlowStart(id));
+                    } else {
+                        s.schedule(Instant::from_nanos(t), Event::FlowStart(id));
+                    }
+                    model.push((t, observer, seq, id));
                 }
                 _ => {
                     model.sort();
@@ -420,13 +447,13 @@ mod tests {
                         assert!(model.is_empty());
                         continue;
                     };
-                    let (t, _, mid) = model.remove(0);
+                    let (t, _, _, mid) = model.remove(0);
                     assert_eq!((ev, s.now().as_nanos()), (Event::FlowStart(mid), t));
                     if rand(2) == 0 {
                         let t2 = t + rand(50);
                         seq += 1;
                         s.replace_current(Instant::from_nanos(t2), Event::FlowStart(id));
-                        model.push((t2, seq, id));
+                        model.push((t2, false, seq, id));
                     } else {
                         s.pop_current();
                     }

@@ -125,6 +125,26 @@ pub struct Simulation {
     /// link: the per-packet path skips the route lookup, whose chain of dependent
     /// loads (link, far end, table) perf showed stalling forwarding.
     onward: Vec<Option<u32>>,
+    /// When the run ends (`cfg.duration` as an instant, for the per-packet path).
+    end: Instant,
+    /// Cut-through links into an early host (see
+    /// [`early_host_links`](Self::early_host_links)): a packet is handed to the host
+    /// when it is offered, at the time it will arrive.
+    into_early: Vec<bool>,
+    /// By node, for early hosts: the next observation (sample or trace) the host has
+    /// not yet been read for. A host about to run past it first records what the
+    /// observation will read (`snaps`).
+    host_next_obs: Vec<Instant>,
+    /// By node, for early hosts: a time by which nothing is due there (no timer, no
+    /// observation), so a packet arriving before it needs no
+    /// [`catch_up`](Self::catch_up). Timers armed later lower it.
+    host_wake: Vec<Instant>,
+    /// Packets handed to early hosts during the current event, for them to take
+    /// when it is done: (arrival time, host, packet).
+    early_pending: Vec<(Instant, u32, PacketId)>,
+    /// By flow, for a receiver on an early host: its delivered bytes at observation
+    /// times the clock has not reached yet, as `(time, bytes)`, oldest first.
+    snaps: Vec<std::collections::VecDeque<(Instant, u64)>>,
     /// Scratch space for engines that write whole datagrams (SCTP).
     datagram: Vec<u8>,
     /// Zero bytes that simulated applications write (their content is not studied).
@@ -330,9 +350,9 @@ impl Simulation {
                 }
             }
         }
-        sched.schedule(Instant::ZERO + cfg.sample_interval, Event::Sample);
+        sched.schedule_last(Instant::ZERO + cfg.sample_interval, Event::Sample);
         if let Some(ti) = cfg.trace_interval {
-            sched.schedule(Instant::ZERO + ti, Event::Trace);
+            sched.schedule_last(Instant::ZERO + ti, Event::Trace);
         }
         let nf = rt_flows.len();
         let nl = links.len();
@@ -360,6 +380,8 @@ impl Simulation {
             stations.push(StationRt::new(b.clone(), nf));
         }
         let any_pcap = pcaps.iter().any(Option::is_some);
+        let nodes_len = nodes.len();
+        let end = Instant::ZERO + cfg.duration;
         Ok(Simulation {
             plain_arrivals: !any_pcap && ingress_order.is_empty() && stations.is_empty(),
             any_station: !stations.is_empty(),
@@ -392,6 +414,12 @@ impl Simulation {
             unroutable: 0,
             cut_through: true,
             onward: vec![None; nl],
+            end,
+            into_early: vec![false; nl],
+            host_next_obs: vec![Instant::MAX; nodes_len],
+            host_wake: vec![Instant::MAX; nodes_len],
+            early_pending: vec![],
+            snaps: vec![std::collections::VecDeque::new(); nf],
             datagram: vec![0; 65535],
             zeros: vec![0; max_message],
             last_delivered: vec![0; nf],
@@ -415,12 +443,21 @@ impl Simulation {
     /// Runs to the end and returns the results.
     pub fn run(mut self) -> Result<RunResult, RunError> {
         if self.cut_through {
-            for (l, onward) in self.cut_through_links() {
+            let (through, early) = self.cut_through_links();
+            for (l, onward) in through {
                 self.links[l].set_cut_through();
                 self.onward[l] = onward;
             }
+            let first_obs = self.next_observation_after(Instant::ZERO);
+            for l in early {
+                self.links[l].set_cut_through();
+                self.into_early[l] = true;
+                self.host_next_obs[self.links[l].to] = first_obs;
+                self.host_wake[self.links[l].to] = first_obs;
+            }
         }
-        let mut end = Instant::ZERO + self.cfg.duration;
+        self.end = Instant::ZERO + self.cfg.duration;
+        let mut end = self.end;
         while let Some(ev) = self.sched.peek_until(end) {
             let now = self.sched.now();
             if let Event::LinkArrival(l) = ev {
@@ -428,6 +465,9 @@ impl Simulation {
             } else {
                 self.sched.pop_current();
                 self.dispatch(now, ev);
+            }
+            if !self.early_pending.is_empty() {
+                self.take_early_arrivals();
             }
             if self.cfg.stop_when_done && self.transfers_done() {
                 end = now;
@@ -459,11 +499,26 @@ impl Simulation {
 
     /// The links that can be cut-through (see [`crate::link`]): the far end is a node
     /// that only forwards (no endpoints, no base station, no ingress rules), and every
-    /// link it forwards this link's packets onto is a FIFO that nothing else feeds. A
-    /// link downstream of a cut-through link runs ahead of the clock, so it is not
-    /// cut-through itself, and nothing upstream of it is either. Each comes with the
-    /// one link its packets go on to, if there is only one.
-    fn cut_through_links(&self) -> Vec<(usize, Option<u32>)> {
+    /// link it forwards this link's packets onto is a FIFO that nothing else feeds, or
+    /// leads into an early host. A link downstream of a cut-through link runs ahead of
+    /// the clock, so it is not cut-through itself, and nothing upstream of it is
+    /// either. Each comes with the one link its packets go on to, if there is only
+    /// one.
+    ///
+    /// Then, apart, the links into **early hosts**: a FIFO link is the only way into
+    /// a host whose endpoints are all TCP receivers, and every packet on it is for
+    /// that host. A receiver's inputs are then its packets, in the order the link
+    /// delivers them, and its own timers, and nothing else in the run reads or
+    /// changes it but the metric samples and traces; so the host can take each
+    /// packet as it is offered to the link, at the time it will arrive, its timers
+    /// first if they are due by then, and send what it answers into the network at
+    /// that time, ahead of the clock. What it sends goes out on links it alone feeds,
+    /// in time order, as with an event per arrival: the run is the same, one event
+    /// per data segment cheaper, and a data segment is read while it is still in the
+    /// cache rather than one window later. Observations the host runs past see what
+    /// it had at their time ([`catch_up`](Self::catch_up)). Not with transfers
+    /// (their channels' ends are driven by the transfer too) or base stations.
+    fn cut_through_links(&self) -> (Vec<(usize, Option<u32>)>, Vec<usize>) {
         let nl = self.links.len();
         // Who sends to whom: the two ends of every flow and transfer, both ways, and
         // base stations (Snoop's local retransmissions) to either end of any flow.
@@ -528,10 +583,38 @@ impl Simulation {
                 cut[l] = true;
             }
         }
-        (0..nl)
+        let through = (0..nl)
             .filter(|&l| cut[l])
             .map(|l| (l, (next[l].len() == 1).then(|| next[l][0] as u32)))
-            .collect()
+            .collect();
+        let early_host = |r: usize| {
+            let n = &self.nodes[r];
+            !n.endpoints.is_empty()
+                && n.endpoints.iter().all(|e| {
+                    e.side == 1
+                        && e.flow & CONTROL_FLAG == 0
+                        && matches!(self.flows.get(e.flow as usize), Some(Flow::Tcp(_)))
+                })
+                && self.ingress[r].is_empty()
+        };
+        let mut early = vec![];
+        if self.transfers.is_empty() && !self.any_station {
+            for l in 0..nl {
+                let r = self.links[l].to;
+                let only_way_in = (0..nl)
+                    .filter(|&i| self.links[i].to == r && feed[i] != Feed::Nothing)
+                    .eq([l]);
+                if only_way_in
+                    && next[l].is_empty()
+                    && !cut[l]
+                    && !self.links[l].is_scheduled()
+                    && early_host(r)
+                {
+                    early.push(l);
+                }
+            }
+        }
+        (through, early)
     }
 
     /// Writes packet `pkt` to link `l`'s capture, if any, as arriving at `at`.
@@ -941,7 +1024,11 @@ impl Simulation {
             return;
         }
         if self.links[l as usize].is_cut_through() {
-            self.cut_through(now, l as usize, dst, pkt, size);
+            if self.into_early[l as usize] {
+                self.through_to_host(now, l as usize, pkt, size);
+            } else {
+                self.cut_through(now, l as usize, dst, pkt, size);
+            }
             return;
         }
         self.offer(now, l, pkt, size);
@@ -962,14 +1049,14 @@ impl Simulation {
     /// from the router at its far end: what `on_link_arrival`, `deliver` and
     /// `forward` would do there, without the event.
     fn cut_through(&mut self, now: Instant, l: usize, dst: usize, pkt: PacketId, size: u32) {
-        let at = match self.links[l].enqueue_through(now, pkt, size) {
+        let at = match self.links[l].enqueue_through(now, self.sched.now(), pkt, size) {
             Ok(at) => at,
             Err(_) => {
                 self.pool.free(pkt);
                 return;
             }
         };
-        if at > Instant::ZERO + self.cfg.duration {
+        if at > self.end {
             // Still on the wire when the run ends: the far end never sees it. (A run
             // that stops when its transfers finish learns its end only then, so the
             // next link's counters may include the few packets that would have
@@ -988,9 +1075,138 @@ impl Simulation {
             self.pool.free(pkt);
             return;
         };
-        self.offer(at, out, pkt, size);
+        if self.into_early[out as usize] {
+            self.through_to_host(at, out as usize, pkt, size);
+        } else {
+            self.offer(at, out, pkt, size);
+        }
     }
 
+    /// Sends `pkt` over link `l` into an early host (see
+    /// [`cut_through_links`](Self::cut_through_links)), which takes it at once, at
+    /// the time it will arrive.
+    #[inline(always)]
+    fn through_to_host(&mut self, now: Instant, l: usize, pkt: PacketId, size: u32) {
+        let at = match self.links[l].enqueue_through(now, self.sched.now(), pkt, size) {
+            Ok(at) => at,
+            Err(_) => {
+                self.pool.free(pkt);
+                return;
+            }
+        };
+        if at > self.end {
+            self.pool.free(pkt); // the host never sees it (see `cut_through`)
+            return;
+        }
+        self.capture(l, at, pkt);
+        // Taken once the current event is done: a host's packets reach it in the
+        // order they are offered here, and nothing between now and then reads it.
+        // (Taking it here would make the forwarding path recursive, through the
+        // host's answer, and the compiler would no longer inline it.)
+        self.early_pending.push((at, self.links[l].to as u32, pkt));
+    }
+
+    /// Early hosts take the packets sent to them during the last event.
+    #[inline(always)]
+    fn take_early_arrivals(&mut self) {
+        let mut i = 0;
+        while let Some(&(at, node, pkt)) = self.early_pending.get(i) {
+            i += 1;
+            let node = node as usize;
+            if at >= self.host_wake[node] {
+                self.catch_up(node, at);
+            }
+            self.consume(at, node, pkt);
+        }
+        self.early_pending.clear();
+    }
+
+    /// Brings early host `node` up to just before a packet arriving at `at`: its
+    /// timers due by then fire, and the observations it is about to run past are
+    /// recorded, all in time order. A timer due at `at` itself fires before the
+    /// packet (with an event per arrival, whichever was scheduled first would go
+    /// first; this is a choice as good as that one); an observation at `at` itself
+    /// needs no record, since observers go last at their instant.
+    #[cold]
+    fn catch_up(&mut self, node: usize, at: Instant) {
+        loop {
+            let mut due: Option<(Instant, usize)> = None;
+            for e in &self.nodes[node].endpoints {
+                if let Flow::Tcp(t) = &self.flows[e.flow as usize] {
+                    if let Some(d) = t.timer_at[1] {
+                        if d <= at && due.is_none_or(|(x, _)| d < x) {
+                            due = Some((d, e.flow as usize));
+                        }
+                    }
+                }
+            }
+            let obs = self.host_next_obs[node];
+            match due {
+                Some((d, f)) if d <= obs => self.fire_early_timer(d, f),
+                _ if obs < at => self.record_observation(node, obs),
+                _ => {
+                    // Nothing due by `at`: the host next needs a look at its next
+                    // observation or its earliest timer.
+                    let timers = self.nodes[node].endpoints.iter().filter_map(|e| {
+                        match &self.flows[e.flow as usize] {
+                            Flow::Tcp(t) => t.timer_at[1],
+                            _ => None,
+                        }
+                    });
+                    self.host_wake[node] = timers.fold(obs, Instant::min);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Fires the receiver timer of flow `f`, due at `d`, ahead of the clock (the
+    /// event already scheduled for it will find it no longer armed for `d`).
+    #[cold]
+    fn fire_early_timer(&mut self, d: Instant, f: usize) {
+        if let Flow::Tcp(t) = &mut self.flows[f] {
+            t.timer_at[1] = None;
+            t.ends[1].handle_timeout(d);
+        }
+        self.drive_tcp(d, f, 1);
+    }
+
+    /// Records what observation `obs` will read of early host `node`'s receivers,
+    /// and moves the host on to the next observation.
+    #[cold]
+    fn record_observation(&mut self, node: usize, obs: Instant) {
+        for e in &self.nodes[node].endpoints {
+            let f = e.flow as usize;
+            self.snaps[f].push_back((obs, self.flows[f].delivered_bytes()));
+        }
+        self.host_next_obs[node] = self.next_observation_after(obs);
+    }
+
+    /// The first sample or trace after `t` (they fall on multiples of their
+    /// intervals).
+    fn next_observation_after(&self, t: Instant) -> Instant {
+        let after = |every: Duration| {
+            let every = (every.as_nanos() as u64).max(1);
+            Instant::from_nanos((t.as_nanos() / every + 1).saturating_mul(every))
+        };
+        let s = after(self.cfg.sample_interval);
+        self.cfg.trace_interval.map_or(s, |ti| s.min(after(ti)))
+    }
+
+    /// Flow `f`'s delivered bytes as an observation at `now` sees them: recorded, if
+    /// its receiver is an early host that has run past `now`.
+    fn delivered_as_of(&mut self, f: usize, now: Instant) -> u64 {
+        let q = &mut self.snaps[f];
+        while q.front().is_some_and(|&(t, _)| t < now) {
+            q.pop_front();
+        }
+        match q.front() {
+            Some(&(t, d)) if t == now => d,
+            _ => self.flows[f].delivered_bytes(),
+        }
+    }
+
+    #[inline(always)]
     fn consume(&mut self, now: Instant, node: usize, pkt: PacketId) {
         let p = self.pool.get(pkt);
         let hdr = p.header();
@@ -1106,6 +1322,11 @@ impl Simulation {
             deadline,
             Event::Timer(f as u32, side as u8),
         );
+        if let (Some(d), 1) = (t.timer_at[1], side) {
+            // (Read only for early hosts: see `catch_up`.)
+            let wake = &mut self.host_wake[t.spec.to];
+            *wake = (*wake).min(d);
+        }
         if let (Some((t, c)), 1) = (channel, side) {
             self.channel_progress(now, t as usize, usize::from(c));
         }
@@ -1413,8 +1634,8 @@ impl Simulation {
     fn on_sample(&mut self, now: Instant) {
         let secs = self.cfg.sample_interval.as_secs_f64();
         self.sample_times.push(now.as_secs_f64());
-        for (i, f) in self.flows.iter().enumerate() {
-            let d = f.delivered_bytes();
+        for i in 0..self.flows.len() {
+            let d = self.delivered_as_of(i, now);
             self.goodput_series[i].push((d - self.last_delivered[i]) as f64 * 8e-6 / secs);
             self.last_delivered[i] = d;
         }
@@ -1437,11 +1658,13 @@ impl Simulation {
             st.cache_samples += 1;
         }
         self.sched
-            .schedule(now + self.cfg.sample_interval, Event::Sample);
+            .schedule_last(now + self.cfg.sample_interval, Event::Sample);
     }
 
     fn on_trace(&mut self, now: Instant) {
-        for (i, f) in self.flows.iter().enumerate() {
+        for i in 0..self.flows.len() {
+            let delivered = self.delivered_as_of(i, now);
+            let f = &self.flows[i];
             if let Flow::Udt(u) = f {
                 let c = &u.ends[0];
                 self.trace.push(TraceRow {
@@ -1478,12 +1701,12 @@ impl Simulation {
                     c.ssthresh(),
                     c.rtt().srtt(),
                     c.in_flight(),
-                    t.ends[1].delivered_bytes(),
+                    delivered,
                 ));
             }
         }
         if let Some(ti) = self.cfg.trace_interval {
-            self.sched.schedule(now + ti, Event::Trace);
+            self.sched.schedule_last(now + ti, Event::Trace);
         }
     }
 

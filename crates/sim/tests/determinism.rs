@@ -161,11 +161,40 @@ fn timers() -> String {
         )
 }
 
+/// Two hosts and one lossy link that queues: the sender's own link leads into the
+/// early host.
+fn direct() -> String {
+    r#"
+duration = "3s"
+seed = 2
+sample_interval = "2ms"
+[topology]
+kind = "chain"
+[[topology.links]]
+rate = "20Mbps"
+delay = "8ms"
+queue = "20pkts"
+loss = 2e-3
+[[flow]]
+protocol = "tcp"
+ack_every = 2
+[[flow]]
+protocol = "tcp"
+size = "777kB"
+start = "500ms"
+[outputs]
+plots = false
+trace = true
+trace_interval = "5ms"
+"#
+    .to_string()
+}
+
 /// Cut-through links (no event where a router only passes packets on, nor where an
 /// early host takes a packet) are an optimisation only: with an event at every hop
 /// instead, a chain and a dumbbell with random losses, queue overflows and several
-/// protocols, and a chain whose receivers' timers and observers keep falling between
-/// packets, give the same results, series, traces and captures, with far fewer events
+/// protocols, a chain whose receivers' timers and observers keep falling between
+/// packets, and two hosts on one link, give the same results, series, traces and captures, with far fewer events
 /// (and, at most, a different peak of packets alive).
 #[test]
 fn cut_through_links_do_not_change_results() {
@@ -189,6 +218,7 @@ fn cut_through_links_do_not_change_results() {
         ("chain", chain),
         ("dumbbell", dumbbell()),
         ("timers", timers()),
+        ("direct", direct()),
     ] {
         let s = common::scenario(&text);
         let tmp = tempfile::tempdir().unwrap();

@@ -4,19 +4,21 @@
 //! a scenario (TOML, see [`scenario`]) describes the network and the traffic, and a
 //! run produces a summary, time series, plots and, on request, pcap captures.
 //!
-//! How it is fast: events are small `Copy` values in one binary heap ordered by
+//! How it is fast: events are small `Copy` values in one event list ordered by
 //! `(time, insertion sequence)`; a link direction computes each packet's departure
 //! when it accepts it and keeps a FIFO of packets in flight, so it needs one event per
 //! packet per hop, and none where a router only passes a link's packets on to links
-//! nothing else feeds (cut-through, [`link`]): two events per data segment and its
-//! ACK across a router. The heap holds about one entry per link and per endpoint;
+//! nothing else feeds (cut-through, [`link`]), nor into a host of TCP receivers that
+//! the link is the only way into (an "early host", which takes each packet at its
+//! arrival time when it is sent: see `Simulation`): one event per data segment and
+//! its ACK across a router. The list holds about one entry per link and per endpoint;
 //! packets are fixed-size records (real header bytes, payload length only) in an arena
 //! with a free list; timers are lazy (a deadline that moves later does not touch the
 //! heap). Nothing allocates per packet once the pools have grown to the window.
 //!
 //! How it is deterministic: the simulation never reads a clock; every random stream
 //! (loss per link direction, Poisson sources, initial sequence numbers) derives from
-//! the scenario's seed; ties break by insertion order. The same scenario and seed give
+//! the scenario's seed; ties break by insertion order (samples and traces last). The same scenario and seed give
 //! byte-identical outputs, whatever else runs on the machine and however many threads
 //! a sweep uses.
 //!

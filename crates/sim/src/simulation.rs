@@ -128,7 +128,7 @@ pub struct Simulation {
     /// When the run ends (`cfg.duration` as an instant, for the per-packet path).
     end: Instant,
     /// Cut-through links into an early host (see
-    /// [`early_host_links`](Self::early_host_links)): a packet is handed to the host
+    /// [`cut_through_links`](Self::cut_through_links)): a packet is handed to the host
     /// when it is offered, at the time it will arrive.
     into_early: Vec<bool>,
     /// By node, for early hosts: the next observation (sample or trace) the host has

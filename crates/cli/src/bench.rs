@@ -36,12 +36,22 @@ struct Runs {
 }
 
 impl Runs {
-    /// Delivered data segments per wall-second of the median, fastest and slowest runs.
-    fn rates(&self) -> (f64, f64, f64) {
+    /// The runs' wall times, shortest first.
+    fn sorted_walls(&self) -> Vec<f64> {
         let mut w = self.walls.clone();
         w.sort_by(f64::total_cmp);
+        w
+    }
+    /// Delivered data segments per wall-second of the median, fastest and slowest runs.
+    fn rates(&self) -> (f64, f64, f64) {
+        let w = self.sorted_walls();
         let rate = |wall: f64| self.delivered as f64 / wall;
         (rate(median(&w)), rate(w[0]), rate(w[w.len() - 1]))
+    }
+    /// The median run's wall time, s (read directly: a run too short to deliver a
+    /// segment has no rate to divide by).
+    fn median_wall(&self) -> f64 {
+        median(&self.sorted_walls())
     }
 }
 
@@ -174,7 +184,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     )?;
     for r in &runs {
         let (rate, fastest, slowest) = r.rates();
-        let wall = r.delivered as f64 / rate;
+        let wall = r.median_wall();
         outln!(
             "{:>8} {:>7.1} Mb/s {:>14} {:>12} {:>14.3} {:>14.2} M {:>8.2} M {:>12.5}   {:.2}-{:.2} M ({} runs)",
             r.rtt_ms,

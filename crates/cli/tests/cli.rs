@@ -1130,6 +1130,28 @@ fn a_closed_output_pipe_ends_the_command_quietly() {
     }
 }
 
+/// A bench too short for any data segment to arrive still prints the run's wall
+/// time and events per second (they were NaN: the wall time was derived from the
+/// segment rate).
+#[test]
+fn bench_shorter_than_a_round_trip_prints_its_wall_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["sim", "bench", "--rtt-ms", "100", "--duration-s", "0.01"];
+    let o = longhaul(&args[..], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("100 "))
+        .unwrap_or_else(|| panic!("no 100 ms row in {out}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // RTT, goodput, "Mb/s", data segs, events, wall s, ...
+    assert_eq!(cols[3], "0", "{out}");
+    let wall: f64 = cols[5].parse().unwrap();
+    assert!(wall.is_finite() && wall >= 0.0, "{out}");
+    assert!(!row.contains("NaN"), "{out}");
+}
+
 /// The bench runs each RTT `--repeat` times and reports the median with the range,
 /// and the ratio of the RTTs' medians.
 #[test]

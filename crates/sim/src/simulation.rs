@@ -1045,16 +1045,14 @@ impl Simulation {
         }
     }
 
-    /// Sends `pkt` over cut-through link `l` and, at the moment it will arrive, on
-    /// from the router at its far end: what `on_link_arrival`, `deliver` and
-    /// `forward` would do there, without the event.
-    fn cut_through(&mut self, now: Instant, l: usize, dst: usize, pkt: PacketId, size: u32) {
-        let at = match self.links[l].enqueue_through(now, self.sched.now(), pkt, size) {
-            Ok(at) => at,
-            Err(_) => {
-                self.pool.free(pkt);
-                return;
-            }
+    /// Offers `pkt` to cut-through link `l` at `now`; returns when it reaches the far
+    /// end, captured there, or `None` (its slot freed) if the link drops it or it
+    /// would arrive after the run ends.
+    #[inline(always)]
+    fn cross(&mut self, now: Instant, l: usize, pkt: PacketId, size: u32) -> Option<Instant> {
+        let Ok(at) = self.links[l].enqueue_through(now, self.sched.now(), pkt, size) else {
+            self.pool.free(pkt);
+            return None;
         };
         if at > self.end {
             // Still on the wire when the run ends: the far end never sees it. (A run
@@ -1062,9 +1060,19 @@ impl Simulation {
             // next link's counters may include the few packets that would have
             // reached it within this link's delay after the stop.)
             self.pool.free(pkt);
-            return;
+            return None;
         }
         self.capture(l, at, pkt);
+        Some(at)
+    }
+
+    /// Sends `pkt` over cut-through link `l` and, at the moment it will arrive, on
+    /// from the router at its far end: what `on_link_arrival`, `deliver` and
+    /// `forward` would do there, without the event.
+    fn cut_through(&mut self, now: Instant, l: usize, dst: usize, pkt: PacketId, size: u32) {
+        let Some(at) = self.cross(now, l, pkt, size) else {
+            return;
+        };
         // Every packet that can cross `l` is between two of the ends the route walk
         // in `cut_through_links` followed, so `onward` is the route for each.
         let out = self.onward[l].or_else(|| self.route(self.links[l].to, dst));
@@ -1087,18 +1095,9 @@ impl Simulation {
     /// the time it will arrive.
     #[inline(always)]
     fn through_to_host(&mut self, now: Instant, l: usize, pkt: PacketId, size: u32) {
-        let at = match self.links[l].enqueue_through(now, self.sched.now(), pkt, size) {
-            Ok(at) => at,
-            Err(_) => {
-                self.pool.free(pkt);
-                return;
-            }
-        };
-        if at > self.end {
-            self.pool.free(pkt); // the host never sees it (see `cut_through`)
+        let Some(at) = self.cross(now, l, pkt, size) else {
             return;
-        }
-        self.capture(l, at, pkt);
+        };
         // Taken once the current event is done: a host's packets reach it in the
         // order they are offered here, and nothing between now and then reads it.
         // (Taking it here would make the forwarding path recursive, through the

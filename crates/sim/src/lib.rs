@@ -18,9 +18,9 @@
 //!
 //! How it is deterministic: the simulation never reads a clock; every random stream
 //! (loss per link direction, Poisson sources, initial sequence numbers) derives from
-//! the scenario's seed; ties break by insertion order (samples and traces last). The same scenario and seed give
-//! byte-identical outputs, whatever else runs on the machine and however many threads
-//! a sweep uses.
+//! the scenario's seed; ties break by insertion order (samples and traces last). The
+//! same scenario and seed give byte-identical outputs, whatever else runs on the
+//! machine and however many threads a sweep uses.
 //!
 //! Protocols: TCP (NewReno, CUBIC), UDT and AR-UDT, SCTP (the `longhaul-proto`
 //! engines), and UDP sources; applications send bulk data, a number of bytes, or

@@ -456,7 +456,6 @@ impl Simulation {
                 self.host_wake[self.links[l].to] = first_obs;
             }
         }
-        self.end = Instant::ZERO + self.cfg.duration;
         let mut end = self.end;
         while let Some(ev) = self.sched.peek_until(end) {
             let now = self.sched.now();
@@ -1129,30 +1128,23 @@ impl Simulation {
     #[cold]
     fn catch_up(&mut self, node: usize, at: Instant) {
         loop {
-            let mut due: Option<(Instant, usize)> = None;
-            for e in &self.nodes[node].endpoints {
-                if let Flow::Tcp(t) = &self.flows[e.flow as usize] {
-                    if let Some(d) = t.timer_at[1] {
-                        if d <= at && due.is_none_or(|(x, _)| d < x) {
-                            due = Some((d, e.flow as usize));
-                        }
-                    }
-                }
-            }
+            // The host's earliest receiver timer (the first flow's, on a tie).
+            let timer = self.nodes[node]
+                .endpoints
+                .iter()
+                .filter_map(|e| match &self.flows[e.flow as usize] {
+                    Flow::Tcp(t) => t.timer_at[1].map(|d| (d, e.flow as usize)),
+                    _ => None,
+                })
+                .min_by_key(|&(d, _)| d);
             let obs = self.host_next_obs[node];
-            match due {
-                Some((d, f)) if d <= obs => self.fire_early_timer(d, f),
+            match timer {
+                Some((d, f)) if d <= at && d <= obs => self.fire_early_timer(d, f),
                 _ if obs < at => self.record_observation(node, obs),
                 _ => {
                     // Nothing due by `at`: the host next needs a look at its next
                     // observation or its earliest timer.
-                    let timers = self.nodes[node].endpoints.iter().filter_map(|e| {
-                        match &self.flows[e.flow as usize] {
-                            Flow::Tcp(t) => t.timer_at[1],
-                            _ => None,
-                        }
-                    });
-                    self.host_wake[node] = timers.fold(obs, Instant::min);
+                    self.host_wake[node] = timer.map_or(obs, |(d, _)| d.min(obs));
                     return;
                 }
             }

@@ -194,8 +194,9 @@ trace_interval = "5ms"
 /// early host takes a packet) are an optimisation only: with an event at every hop
 /// instead, a chain and a dumbbell with random losses, queue overflows and several
 /// protocols, a chain whose receivers' timers and observers keep falling between
-/// packets, and two hosts on one link, give the same results, series, traces and captures, with far fewer events
-/// (and, at most, a different peak of packets alive).
+/// packets, and two hosts on one link, give the same results, series, traces and
+/// captures, with far fewer events (and, at most, a different peak of packets
+/// alive).
 #[test]
 fn cut_through_links_do_not_change_results() {
     use longhaul_sim::simulation::Simulation;

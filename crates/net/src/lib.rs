@@ -20,6 +20,7 @@
 
 pub mod bench;
 pub mod clock;
+pub mod secure;
 pub mod transfer;
 mod udt;
 

@@ -51,6 +51,8 @@ enum Command {
     Send(transfer::SendArgs),
     /// Receive files from a `longhaul send` into a directory (one session).
     Recv(transfer::RecvArgs),
+    /// Print a new random token for `send`/`recv` (256 bits, hex): `longhaul token > FILE`.
+    Token(transfer::TokenCmdArgs),
     /// Run commands in two network namespaces joined by an emulated WAN link.
     Emu(Box<emu::EmuArgs>),
     /// Real stacks (kernel TCP, longhaul UDT/AR-UDT) side by side over one emulated link.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => net::run(args),
         Command::Send(args) => transfer::send_cmd(args),
         Command::Recv(args) => transfer::recv(args),
+        Command::Token(args) => transfer::token_cmd(args),
         Command::Emu(args) => emu::run(*args),
         Command::Compare(args) => compare::run(args),
     };

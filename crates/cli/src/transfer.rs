@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use longhaul_net::transfer::{
-    receive, send, RecvOptions, SendOptions, Skip, TransferError, Transport,
+    send, Log, RecvOptions, SendOptions, Server, Skip, TransferError, Transport,
 };
 use longhaul_proto::cc::ArUdtConfig;
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig, MIN_MSS};
@@ -21,13 +21,28 @@ const DEFAULT_PORT: u16 = 7070;
 
 #[derive(Debug, Args)]
 pub struct TokenArgs {
-    /// The pre-shared token (visible to other users in the process list: prefer
-    /// --token-file or LONGHAUL_TOKEN).
+    /// The pre-shared token, at least 128 bits (make one with `longhaul token`;
+    /// visible to other users in the process list: prefer --token-file or
+    /// LONGHAUL_TOKEN).
     #[arg(long, conflicts_with = "token_file")]
     token: Option<String>,
     /// A file whose first line is the token.
     #[arg(long)]
     token_file: Option<PathBuf>,
+    /// Send the data channels in clear (the control channel and the handshake stay
+    /// encrypted, and blocks stay authenticated by their keyed hashes). Both ends
+    /// must say it; UDT channels then speak UDT4's wire format.
+    #[arg(long)]
+    no_encryption: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCmdArgs {}
+
+/// `longhaul token`: prints a new random token (256 bits, hex).
+pub fn token_cmd(_: TokenCmdArgs) -> Result<(), Failure> {
+    outln!("{}", longhaul_net::secure::new_token())?;
+    Ok(())
 }
 
 impl TokenArgs {
@@ -44,9 +59,11 @@ impl TokenArgs {
         };
         if t.is_empty() {
             return Err(Failure::input(anyhow::anyhow!(
-                "no token: give --token-file FILE (or LONGHAUL_TOKEN); transfers are never unauthenticated"
+                "no token: make one with `longhaul token > FILE` and give both ends \
+                 --token-file FILE (or LONGHAUL_TOKEN); transfers are never unauthenticated"
             )));
         }
+        longhaul_net::secure::check_token(&t).map_err(|e| Failure::input(anyhow::anyhow!(e)))?;
         Ok(t)
     }
 }
@@ -179,20 +196,25 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
             nak_report: NakReport::Periodic,
             ..UdtConnConfig::default()
         },
+        encrypt: !a.token.no_encryption,
+        // Strangers (connections that never authenticate) are said, escaped and
+        // short, and the receiver serves on.
+        log: Some(Log(Arc::new(|line: &str| eprintln!("note: {line}")))),
         ..RecvOptions::new(dir.canonicalize()?, &token)
     };
+    // Session after session on one listener, so a sender never finds the port
+    // shut; only authenticated senders make sessions.
+    let server = Server::bind(&opts)?;
+    listening(server.local_addr());
     if a.sessions == 1 {
-        let s = receive(&opts, listening)?;
+        let s = server.serve_one(&opts)?;
         return report_session(&s, a.json);
     }
-    // Session after session on one listener, so a sender never finds the port shut.
-    let listener = longhaul_net::transfer::listen(&opts)?;
-    listening(listener.local_addr()?);
     let mut failed = 0u64;
     let mut served = 0u64;
     while a.sessions == 0 || served < a.sessions {
         served += 1;
-        match longhaul_net::transfer::receive_on(&listener, &opts) {
+        match server.serve_one(&opts) {
             Ok(s) => report_session(&s, a.json)?,
             // Another receiver took the directory between sessions: it stays
             // theirs, so serving on would only refuse every sender.
@@ -371,6 +393,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             ..UdtConnConfig::default()
         },
         progress: Some(progress.clone()),
+        encrypt: !a.token.no_encryption,
         ..SendOptions::new(paths, dest, &token)
     };
     let need = longhaul_net::transfer::session_memory(

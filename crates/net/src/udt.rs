@@ -13,6 +13,7 @@ use nix::sys::socket::{setsockopt, sockopt};
 use nix::sys::time::TimeSpec;
 
 use crate::clock::Clock;
+use crate::secure::{PacketProtection, PACKET_OVERHEAD};
 
 /// The driver blocks in the kernel only when the engine's next deadline is further
 /// than this; nearer deadlines are met by spinning.
@@ -115,6 +116,9 @@ impl Faults {
 #[derive(Debug)]
 pub struct UdtSocket {
     faults: Option<Faults>,
+    /// Each datagram sealed and opened under the session's keys (`None`: UDT4's
+    /// wire format, in clear).
+    protect: Option<PacketProtection>,
     sock: UdpSocket,
     peer: SocketAddr,
     conn: UdtConnection,
@@ -214,6 +218,19 @@ impl UdtListener {
     /// datagram (a port scan) cannot tie the port to an address that will never
     /// finish, ahead of the client that will.
     pub fn accept(self, cfg: UdtConnConfig, timeout: StdDuration) -> Result<UdtSocket, NetError> {
+        self.accept_protected(cfg, timeout, None)
+    }
+
+    /// [`accept`](Self::accept), every datagram protected by `protect` (if any):
+    /// a datagram that does not open under the session's keys, the handshake's
+    /// included, is dropped unseen, so only the session's sender can connect.
+    pub fn accept_protected(
+        self,
+        cfg: UdtConnConfig,
+        timeout: StdDuration,
+        mut protect: Option<PacketProtection>,
+    ) -> Result<UdtSocket, NetError> {
+        let cfg = room_for_protection(cfg, &protect);
         let clock = Clock::new();
         let mut conn = UdtConnection::new(cfg, clock.now());
         conn.listen();
@@ -231,16 +248,27 @@ impl UdtListener {
             match self.sock.recv_from(&mut buf) {
                 Ok((n, from)) => {
                     let now = clock.now();
-                    conn.handle_datagram(now, &buf[..n]);
+                    let plain = match &mut protect {
+                        None => 0..n,
+                        Some(p) => match p.open(&mut buf, n) {
+                            Some(r) => r,
+                            None => continue,
+                        },
+                    };
+                    conn.handle_datagram(now, &buf[plain]);
                     if conn.state() == State::Connected {
                         // Its answer is queued: the socket sends it once connected.
                         self.sock.connect(from)?;
                         break from;
                     }
                     while let Some(t) = conn.poll_transmit(now, &mut buf) {
+                        let n = match &mut protect {
+                            None => t.written,
+                            Some(p) => p.seal(&mut buf, t.written),
+                        };
                         // To whoever asked; one that cannot be reached asks again
                         // or never finishes, and neither stops the wait.
-                        let _ = self.sock.send_to(&buf[..t.written], from);
+                        let _ = self.sock.send_to(&buf[..n], from);
                     }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
@@ -249,8 +277,21 @@ impl UdtListener {
         };
         self.sock.set_nonblocking(true)?;
         let mut s = UdtSocket::new(self.sock, peer, conn, clock, self.buffers);
+        s.protect = protect;
         s.wait_connected(give_up, timeout)?;
         Ok(s)
+    }
+}
+
+/// A protected socket's engine makes its datagrams [`PACKET_OVERHEAD`] shorter, so
+/// that sealed they are the size asked for (both ends do, so they agree).
+fn room_for_protection(cfg: UdtConnConfig, protect: &Option<PacketProtection>) -> UdtConnConfig {
+    match protect {
+        None => cfg,
+        Some(_) => UdtConnConfig {
+            mss: (cfg.mss.saturating_sub(PACKET_OVERHEAD as u32)).max(longhaul_proto::udt::MIN_MSS),
+            ..cfg
+        },
     }
 }
 
@@ -264,6 +305,7 @@ impl UdtSocket {
     ) -> Self {
         UdtSocket {
             faults: None,
+            protect: None,
             buffers,
             sock,
             peer,
@@ -290,6 +332,17 @@ impl UdtSocket {
         cfg: UdtConnConfig,
         timeout: StdDuration,
     ) -> Result<Self, NetError> {
+        Self::connect_protected(addr, cfg, timeout, None)
+    }
+
+    /// [`connect`](Self::connect), every datagram protected by `protect` (if any).
+    pub fn connect_protected(
+        addr: SocketAddr,
+        cfg: UdtConnConfig,
+        timeout: StdDuration,
+        protect: Option<PacketProtection>,
+    ) -> Result<Self, NetError> {
+        let cfg = room_for_protection(cfg, &protect);
         let bind: SocketAddr = if addr.is_ipv4() {
             "0.0.0.0:0".parse().expect("literal")
         } else {
@@ -301,6 +354,7 @@ impl UdtSocket {
         let mut conn = UdtConnection::new(cfg, clock.now());
         conn.connect(clock.now());
         let mut s = UdtSocket::new(sock, addr, conn, clock, buffers);
+        s.protect = protect;
         let give_up = clock.now() + to_proto(timeout);
         s.wait_connected(give_up, timeout)?;
         Ok(s)
@@ -341,6 +395,18 @@ impl UdtSocket {
             cfg,
             held: None,
         });
+    }
+
+    /// Takes the packet protection out (for a connection turned away, so that the
+    /// next socket under the same keys counts on from where this one stopped).
+    pub fn take_protection(&mut self) -> Option<PacketProtection> {
+        self.protect.take()
+    }
+
+    /// Datagrams dropped because they did not open under the session's keys
+    /// (forged, damaged or replayed).
+    pub fn rejected_datagrams(&self) -> u64 {
+        self.protect.as_ref().map_or(0, |p| p.rejected)
     }
 
     /// The engine, for its statistics and state.
@@ -476,7 +542,10 @@ impl UdtSocket {
             self.send_batched(now)?;
         }
         while let Some(t) = self.conn.poll_transmit(now, &mut self.tx) {
-            let n = t.written;
+            let n = match &mut self.protect {
+                None => t.written,
+                Some(p) => p.seal(&mut self.tx, t.written),
+            };
             self.send_calls += 1;
             self.datagrams_sent += 1;
             match &mut self.faults {
@@ -557,7 +626,8 @@ impl UdtSocket {
     /// segment size. Leaves nothing due unless the kernel refuses GSO, in which case
     /// GSO is off from then on and the caller's plain loop sends the rest.
     fn send_batched(&mut self, now: Instant) -> Result<(), NetError> {
-        let seg = self.conn.payload_size() + UDT_HEADER;
+        let plain = self.conn.payload_size() + UDT_HEADER;
+        let seg = plain + self.protect.as_ref().map_or(0, |_| PACKET_OVERHEAD);
         if seg != self.gso_seg {
             if setsockopt(&self.sock, sockopt::UdpGsoSegment, &(seg as libc_int)).is_err() {
                 self.gso_ok = false;
@@ -568,10 +638,13 @@ impl UdtSocket {
         let max = (GSO_MAX_BYTES / seg).clamp(1, GSO_MAX_SEGMENTS) * seg;
         let mut len = 0;
         loop {
-            let t = self.conn.poll_transmit(now, &mut self.tx[len..len + seg]);
+            let t = self.conn.poll_transmit(now, &mut self.tx[len..len + plain]);
             if let Some(t) = t {
-                len += t.written;
-                if t.written == seg && len + seg <= max {
+                len += match &mut self.protect {
+                    None => t.written,
+                    Some(p) => p.seal(&mut self.tx[len..len + seg], t.written),
+                };
+                if t.written == plain && len + seg <= max {
                     continue;
                 }
             }
@@ -625,8 +698,16 @@ impl UdtSocket {
             // One read per datagram paces the estimates by what this host can take.
             match self.sock.recv(&mut self.rx) {
                 Ok(n) => {
+                    let plain = match &mut self.protect {
+                        None => 0..n,
+                        // Forged, damaged or replayed: as if it never came.
+                        Some(p) => match p.open(&mut self.rx, n) {
+                            Some(r) => r,
+                            None => continue,
+                        },
+                    };
                     let now = self.clock.now();
-                    self.conn.handle_datagram(now, &self.rx[..n]);
+                    self.conn.handle_datagram(now, &self.rx[plain]);
                     self.last_rx = now;
                     self.refused_since = None;
                     any = true;

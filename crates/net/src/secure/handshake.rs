@@ -167,7 +167,21 @@ pub fn handshake_initiator(
     let mut buf = [0u8; MAX_HANDSHAKE_MSG];
     let n = hs.write_message(&[], &mut buf).expect("fits");
     write_msg(s, &buf[..n])?;
-    let m = read_msg(s)?;
+    // A receiver that cannot open the first message (another token) closes: to
+    // the sender that is the same failure as an answer that does not open.
+    let m = match read_msg(s) {
+        Err(HandshakeError::Io(e))
+            if matches!(
+                e.kind(),
+                io::ErrorKind::UnexpectedEof
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+            ) =>
+        {
+            return Err(HandshakeError::Auth)
+        }
+        r => r?,
+    };
     hs.read_message(&m, &mut buf)
         .map_err(|_| HandshakeError::Auth)?;
     Ok(keys(&mut hs))

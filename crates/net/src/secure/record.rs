@@ -139,6 +139,11 @@ impl<R: Read> RecordReader<R> {
         &self.inner
     }
 
+    /// The stream beneath, mutably.
+    pub fn get_mut(&mut self) -> &mut R {
+        &mut self.inner
+    }
+
     /// Raises (or lowers) the largest record taken, e.g. once the peer is trusted.
     pub fn set_max(&mut self, max: usize) {
         self.max = max.min(MAX_RECORD);

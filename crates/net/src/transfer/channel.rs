@@ -6,9 +6,75 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use ring::aead::LessSafeKey;
+
+use super::control::Side;
 use super::TransferError;
 use crate::clock::Clock;
+use crate::secure::{Channel, PacketProtection, RecordReader, RecordWriter, SessionKeys};
 use crate::{UdtListener, UdtSocket};
+
+/// How one data channel is protected: by default TCP records or UDT packet
+/// protection under the channel's own keys; with `--no-encryption`, nothing (the
+/// blocks' keyed hashes still authenticate what is stored).
+pub(crate) enum Seal {
+    /// In clear: UDT4's wire format, or plain TCP.
+    Clear,
+    /// TCP records: (seal, open).
+    Tcp(Box<(LessSafeKey, LessSafeKey)>),
+    /// UDT packets. Taken by the socket that uses it and given back if that
+    /// connection is turned away, so its counter runs on: one key never seals two
+    /// datagrams with one nonce, however often the port is bound again.
+    Udt(Option<Box<PacketProtection>>),
+}
+
+impl Seal {
+    /// Data channel `c`'s protection at `side`.
+    pub fn new(keys: &SessionKeys, c: usize, side: Side, t: Transport, encrypt: bool) -> Self {
+        match (encrypt, t) {
+            (false, _) => Seal::Clear,
+            (true, Transport::Tcp) => Seal::Tcp(Box::new((
+                keys.aead(Channel::Data(c), side.sends()),
+                keys.aead(Channel::Data(c), side.reads()),
+            ))),
+            (true, Transport::Udt) => {
+                Seal::Udt(Some(Box::new(keys.packet_protection(c, side.sends()))))
+            }
+        }
+    }
+
+    fn udt(&mut self) -> Result<Option<PacketProtection>, TransferError> {
+        match self {
+            Seal::Udt(p) => p
+                .take()
+                .map(|p| Some(*p))
+                .ok_or_else(|| TransferError::Protocol("a data channel's keys were lost".into())),
+            _ => Ok(None),
+        }
+    }
+
+    fn tcp(&self, s: TcpStream) -> Result<DataChannel, TransferError> {
+        match self {
+            Seal::Tcp(k) => {
+                let w = s.try_clone().map_err(TransferError::io("data channel"))?;
+                Ok(DataChannel::SecureTcp(Box::new((
+                    RecordReader::new(s, k.1.clone(), crate::secure::MAX_RECORD),
+                    RecordWriter::new(w, k.0.clone()),
+                ))))
+            }
+            _ => Ok(DataChannel::Tcp(s)),
+        }
+    }
+
+    /// Takes back the packet protection of a UDT connection turned away.
+    pub fn restore(&mut self, s: &mut DataChannel) {
+        if let (Seal::Udt(slot), DataChannel::Udt(u)) = (self, s) {
+            if let Some(p) = u.take_protection() {
+                *slot = Some(Box::new(p));
+            }
+        }
+    }
+}
 
 /// What the data channels run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -37,6 +103,8 @@ pub(crate) enum Listener {
 pub(crate) enum DataChannel {
     Udt(Box<UdtSocket>),
     Tcp(TcpStream),
+    /// TCP inside records: reading and writing halves.
+    SecureTcp(Box<(RecordReader<TcpStream>, RecordWriter<TcpStream>)>),
 }
 
 impl Listener {
@@ -60,11 +128,12 @@ impl Listener {
         }
     }
 
-    /// Waits for a connection, at most `timeout`.
+    /// Waits for a connection, at most `timeout`, protected by `seal`.
     pub fn accept(
         &mut self,
         cfg: longhaul_proto::udt::UdtConnConfig,
         timeout: Duration,
+        seal: &mut Seal,
     ) -> Result<DataChannel, TransferError> {
         match self {
             Listener::Udt(l, bound) => {
@@ -74,7 +143,10 @@ impl Listener {
                         "binding data channel port {bound} again"
                     )))?,
                 };
-                Ok(DataChannel::Udt(Box::new(l.accept(cfg, timeout)?)))
+                let protect = seal.udt()?;
+                Ok(DataChannel::Udt(Box::new(
+                    l.accept_protected(cfg, timeout, protect)?,
+                )))
             }
             Listener::Tcp(l) => {
                 let what = || TransferError::io("accepting a data channel");
@@ -84,7 +156,7 @@ impl Listener {
                     match l.accept() {
                         Ok((s, _)) => {
                             s.set_nonblocking(false).map_err(what())?;
-                            return Ok(DataChannel::Tcp(s));
+                            return seal.tcp(s);
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => {
                             if clock.now().as_nanos() > timeout.as_nanos() as u64 {
@@ -108,30 +180,45 @@ impl DataChannel {
         addr: SocketAddr,
         cfg: longhaul_proto::udt::UdtConnConfig,
         timeout: Duration,
+        mut seal: Seal,
     ) -> Result<Self, TransferError> {
-        Ok(match t {
-            Transport::Udt => DataChannel::Udt(Box::new(UdtSocket::connect(addr, cfg, timeout)?)),
-            Transport::Tcp => {
-                DataChannel::Tcp(TcpStream::connect_timeout(&addr, timeout).map_err(
-                    TransferError::io(format!("connecting a data channel to {addr}")),
-                )?)
-            }
-        })
+        match t {
+            Transport::Udt => Ok(DataChannel::Udt(Box::new(UdtSocket::connect_protected(
+                addr,
+                cfg,
+                timeout,
+                seal.udt()?,
+            )?))),
+            Transport::Tcp => seal.tcp(TcpStream::connect_timeout(&addr, timeout).map_err(
+                TransferError::io(format!("connecting a data channel to {addr}")),
+            )?),
+        }
+    }
+
+    /// The TCP stream beneath, for timeouts and shutdowns.
+    fn tcp_stream(&self) -> Option<&TcpStream> {
+        match self {
+            DataChannel::Udt(_) => None,
+            DataChannel::Tcp(s) => Some(s),
+            DataChannel::SecureTcp(rw) => Some(rw.0.get_ref()),
+        }
     }
 
     pub fn write_all(&mut self, b: &[u8]) -> Result<(), TransferError> {
+        let io = TransferError::io("data channel: write");
         match self {
             DataChannel::Udt(s) => Ok(s.write_all(b)?),
-            DataChannel::Tcp(s) => s
-                .write_all(b)
-                .map_err(TransferError::io("data channel: write")),
+            DataChannel::Tcp(s) => s.write_all(b).map_err(io),
+            DataChannel::SecureTcp(rw) => rw.1.write_all(b).and_then(|()| rw.1.flush()).map_err(io),
         }
     }
 
     pub fn read(&mut self, b: &mut [u8]) -> Result<usize, TransferError> {
+        let io = TransferError::io("data channel: read");
         match self {
             DataChannel::Udt(s) => Ok(s.read(b)?),
-            DataChannel::Tcp(s) => s.read(b).map_err(TransferError::io("data channel: read")),
+            DataChannel::Tcp(s) => s.read(b).map_err(io),
+            DataChannel::SecureTcp(rw) => rw.0.read(b).map_err(io),
         }
     }
 
@@ -143,12 +230,21 @@ impl DataChannel {
     ) -> Result<Option<usize>, TransferError> {
         match self {
             DataChannel::Udt(s) => Ok(s.read_within(b, max)?),
-            DataChannel::Tcp(s) => {
+            DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => {
                 let what = || TransferError::io("data channel: read");
+                let s = self
+                    .tcp_stream()
+                    .expect("TCP")
+                    .try_clone()
+                    .map_err(what())?;
                 // A zero timeout means "none" to the socket.
                 s.set_read_timeout(Some(max.max(Duration::from_millis(1))))
                     .map_err(what())?;
-                let r = s.read(b);
+                let r = match self {
+                    DataChannel::Tcp(t) => t.read(b),
+                    DataChannel::SecureTcp(rw) => rw.0.read(b),
+                    DataChannel::Udt(_) => unreachable!("matched above"),
+                };
                 s.set_read_timeout(None).map_err(what())?;
                 match r {
                     Ok(n) => Ok(Some(n)),
@@ -169,6 +265,11 @@ impl DataChannel {
             DataChannel::Tcp(s) => s
                 .shutdown(Shutdown::Write)
                 .map_err(TransferError::io("data channel: shutdown")),
+            DataChannel::SecureTcp(mut rw) => {
+                rw.1.flush()
+                    .and_then(|()| rw.1.get_ref().shutdown(Shutdown::Write))
+                    .map_err(TransferError::io("data channel: shutdown"))
+            }
         }
     }
 
@@ -177,7 +278,7 @@ impl DataChannel {
     pub fn linger(&mut self, max: Duration) -> Result<(), TransferError> {
         match self {
             DataChannel::Udt(s) => Ok(s.linger(max)?),
-            DataChannel::Tcp(_) => Ok(()),
+            DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => Ok(()),
         }
     }
 
@@ -187,7 +288,7 @@ impl DataChannel {
     pub fn idle(&mut self, max: Duration) -> Result<(), TransferError> {
         match self {
             DataChannel::Udt(s) => Ok(s.idle(max)?),
-            DataChannel::Tcp(_) => {
+            DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => {
                 std::thread::sleep(max);
                 Ok(())
             }
@@ -198,7 +299,7 @@ impl DataChannel {
     pub fn udt(&mut self) -> Option<&mut UdtSocket> {
         match self {
             DataChannel::Udt(s) => Some(s),
-            DataChannel::Tcp(_) => None,
+            DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => None,
         }
     }
 }

@@ -83,12 +83,17 @@
 
 mod channel;
 mod control;
+mod raw;
 mod recv;
 mod send;
 
+pub use raw::RawSender;
+
 pub use channel::Transport;
 pub use control::{DirEntry, FileEntry, Msg, PROTOCOL_VERSION};
-pub use recv::{listen, receive, receive_on, RecvOptions, RecvSummary};
+pub use recv::{
+    receive, Log, RecvOptions, RecvSummary, Server, MAX_PENDING, MAX_PER_SOURCE, PRE_AUTH_DEADLINE,
+};
 pub use send::{
     list_files, send, synthetic_fill, ListedDir, ListedFile, Listing, SendOptions, SendSummary,
     Skip,
@@ -119,9 +124,16 @@ pub enum TransferError {
     /// The paths given to send cannot be sent as they are (the message names them).
     #[error("{0}")]
     Source(String),
-    /// The sender's token did not authenticate.
-    #[error("authentication failed: the tokens differ")]
-    Auth,
+    /// The peer could not prove it knows the token, or the ends disagree on
+    /// the protocol or on encryption (the message says which).
+    #[error("{0}")]
+    Handshake(crate::secure::HandshakeError),
+    /// The receiver failed during the data phase and said why.
+    #[error("the receiver gave up: {0}")]
+    ReceiverGaveUp(String),
+    /// The token given is too weak (the message says how to make one).
+    #[error("{0}")]
+    WeakToken(String),
     /// A file name the receiver will not write.
     #[error("refusing `{path}`: {why}")]
     UnsafePath {
@@ -144,6 +156,12 @@ pub enum TransferError {
 impl From<crate::NetError> for TransferError {
     fn from(e: crate::NetError) -> Self {
         TransferError::Channel(e)
+    }
+}
+
+impl From<crate::secure::HandshakeError> for TransferError {
+    fn from(e: crate::secure::HandshakeError) -> Self {
+        TransferError::Handshake(e)
     }
 }
 
@@ -178,26 +196,6 @@ pub fn session_memory(
         Transport::Tcp => 0,
     };
     u64::from(channels) * (u64::from(block_size) + 32 + transport_buffer)
-}
-
-/// The key both sides derive from the pre-shared token.
-pub(crate) fn key(token: &str) -> [u8; 32] {
-    *blake3::hash(token.as_bytes()).as_bytes()
-}
-
-/// What a sender writes first on data channel `c` of the session that the
-/// receiver's `nonce` names: BLAKE3 keyed with the token's key over a label, the
-/// nonce and the channel's index. The receiver takes blocks only from a connection
-/// that opens with its channel's ticket: a data port is open to anyone who finds
-/// it, and blocks from a stranger (or a stray sender of another session) would
-/// otherwise be written, to fail their file's digest at best. The label keeps a
-/// ticket from ever equalling the control channel's `Auth` MAC over the same nonce.
-pub(crate) fn channel_ticket(token: &str, nonce: &[u8], c: usize) -> [u8; 32] {
-    let mut h = blake3::Hasher::new_keyed(&key(token));
-    h.update(b"longhaul data channel ticket\0");
-    h.update(nonce);
-    h.update(&(c as u64).to_be_bytes());
-    *h.finalize().as_bytes()
 }
 
 /// What the receiver calls its working files beside a file `NAME` it receives:

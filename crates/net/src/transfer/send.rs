@@ -14,11 +14,13 @@ use std::time::Duration;
 use longhaul_proto::transfer::{BlockRepr, FileBlocks, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 
-use super::channel::DataChannel;
+use super::channel::{DataChannel, Seal};
 use super::control::{
-    hex, unhex, Control, ControlReader, ControlWriter, DirEntry, FileEntry, Msg, PROTOCOL_VERSION,
+    hex, unhex, Control, ControlReader, ControlWriter, DirEntry, FileEntry, Msg, Side, TimedStream,
+    PROTOCOL_VERSION,
 };
-use super::{channel_ticket, key, name_clash, NameClash, TransferError, END_OF_CHANNEL};
+use super::{name_clash, NameClash, TransferError, END_OF_CHANNEL};
+use crate::secure::{self, handshake_initiator, Preamble, SessionKeys};
 use crate::Impairment;
 
 /// How to send.
@@ -37,8 +39,11 @@ pub struct SendOptions {
     pub synthetic: Option<u64>,
     /// The receiver's control address.
     pub dest: SocketAddr,
-    /// The pre-shared token.
+    /// The pre-shared token (at least 128 bits: [`crate::secure::check_token`]).
     pub token: String,
+    /// Whether the data channels are encrypted (the control channel always is);
+    /// off (`--no-encryption`) only if the receiver's is off too.
+    pub encrypt: bool,
     /// Data channels per file (parallelism): a file is striped over this many.
     pub channels: u16,
     /// Files in flight at once, each on its own group of `channels` channels (so
@@ -62,7 +67,8 @@ pub struct SendOptions {
     pub timeout: Duration,
     /// Faults to inject into the data channels' datagrams (tests).
     pub impair: Option<Impairment>,
-    /// Counts the file bytes handed to the channels, for a progress display.
+    /// File bytes the receiver has confirmed storing (its `Progress` messages,
+    /// about ten a second), for a progress display.
     pub progress: Option<Arc<AtomicU64>>,
     /// Stop after handing this many blocks to the channels, dropping the session
     /// as a crash would (tests of resume).
@@ -80,6 +86,7 @@ impl SendOptions {
             synthetic: None,
             dest,
             token: token.into(),
+            encrypt: true,
             channels: 4,
             concurrency: 1,
             pipelining: true,
@@ -537,6 +544,8 @@ type Shared = Arc<Mutex<Sched>>;
 
 /// Sends the files under `opts.paths` to a `longhaul recv` at `opts.dest`.
 pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
+    secure::check_token(&opts.token).map_err(TransferError::WeakToken)?;
+    let block_key = secure::block_key(&opts.token);
     let (files, dirs) = match (opts.synthetic, &opts.listing) {
         // An empty path marks the generated file.
         (Some(n), _) => {
@@ -575,33 +584,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 .map_err(TransferError::io(p.display().to_string()))
         })
         .transpose()?;
-    let tcp = TcpStream::connect_timeout(&opts.dest, opts.timeout)
-        .map_err(TransferError::io(format!("connecting to {}", opts.dest)))?;
-    tcp.set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
-        .map_err(TransferError::io("control channel"))?;
-    let mut ctl = Control::new(tcp)?;
-    ctl.send(&Msg::Hello {
-        version: PROTOCOL_VERSION,
-    })?;
-    let nonce = match ctl.recv()? {
-        Msg::Challenge { nonce } => {
-            unhex(&nonce).ok_or_else(|| TransferError::Protocol("bad nonce".into()))?
-        }
-        Msg::Reject { reason } => {
-            return Err(TransferError::Protocol(format!(
-                "the receiver refused: {reason}"
-            )))
-        }
-        m => {
-            return Err(TransferError::Protocol(format!(
-                "expected a challenge, got {m:?}"
-            )))
-        }
-    };
-    let mac = blake3::keyed_hash(&key(&opts.token), &nonce);
-    ctl.send(&Msg::Auth {
-        mac: hex(mac.as_bytes()),
-    })?;
+    let (mut ctl, keys) = open_session(opts)?;
     ctl.send(&Msg::Offer {
         files: files
             .iter()
@@ -715,8 +698,14 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     }
     let verdicts = {
         let (shared, writer, sources) = (shared.clone(), writer.clone(), sources.clone());
-        let block_size = opts.block_size;
-        thread::spawn(move || verdicts(reader, &shared, &writer, &sources, &sizes, block_size))
+        let resends = Resends {
+            sources,
+            sizes,
+            block_size: opts.block_size,
+            block_key,
+        };
+        let progress = opts.progress.clone();
+        thread::spawn(move || verdicts(reader, &shared, &writer, &resends, progress))
     };
     let mut threads = vec![];
     for (c, port) in ports.into_iter().enumerate() {
@@ -730,11 +719,11 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         let (shared, writer, sources) = (shared.clone(), writer.clone(), sources.clone());
         let (timeout, block_size, impair) = (opts.timeout, opts.block_size, opts.impair);
         let transport = opts.transport;
-        let progress = opts.progress.clone();
-        let ticket = channel_ticket(&opts.token, &nonce, c);
+        let ticket = keys.ticket(c);
+        let seal = Seal::new(&keys, c, Side::Sender, transport, opts.encrypt);
         threads.push(thread::spawn(
             move || -> Result<(u64, u64, u64, u64), TransferError> {
-                let mut s = DataChannel::connect(transport, addr, cfg, timeout)?;
+                let mut s = DataChannel::connect(transport, addr, cfg, timeout, seal)?;
                 if let (Some(i), Some(u)) = (impair, s.udt()) {
                     u.impair(Impairment {
                         seed: i.seed ^ c as u64,
@@ -763,7 +752,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     b.emit(&mut buf[..HEADER_LEN]);
                     let data = &mut buf[HEADER_LEN..HEADER_LEN + n];
                     read_block(&sources, &mut open, b.file, data, b.offset)?;
-                    let h = *blake3::hash(data).as_bytes();
+                    let h = *blake3::keyed_hash(&block_key, data).as_bytes();
                     buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
                     let differs = held.is_some_and(|held| held != h);
                     if differs {
@@ -773,9 +762,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                     if (held.is_none() && !whole) || differs {
                         s.write_all(&buf[..HEADER_LEN + n + 32])?;
                         bytes += u64::from(b.len);
-                        if let Some(p) = &progress {
-                            p.fetch_add(u64::from(b.len), Ordering::Relaxed);
-                        }
                         blocks += 1;
                     } else if !whole {
                         skipped += 1;
@@ -808,10 +794,20 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     let crashed = opts.stop_after_blocks.is_some_and(|l| blocks >= l);
     if failure.is_some() || crashed {
         // Leave: the receiver keeps what came, for a later session to resume. (A
-        // test's crash leaves this way too.) Closing the control channel ends the
-        // verdict thread.
+        // test's crash leaves this way too.) A receiver that failed says why on the
+        // control channel as its channels end: give that a moment to arrive, and
+        // tell it rather than the broken channel it caused.
+        if failure.is_some() {
+            let clock = crate::clock::Clock::new();
+            while !verdicts.is_finished() && clock.now().as_nanos() < 2_000_000_000 {
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+        // Closing the control channel ends the verdict thread.
         let _ = writer.lock().expect("no panics hold it").shutdown();
-        let _ = verdicts.join();
+        if let Ok(Err(e @ TransferError::ReceiverGaveUp(_))) = verdicts.join() {
+            return Err(e);
+        }
         return Err(failure.unwrap_or_else(|| {
             TransferError::Protocol(format!("stopped after {blocks} blocks, as asked"))
         }));
@@ -924,6 +920,39 @@ fn send_digest(writer: &Mutex<ControlWriter>, file: usize, d: Digest) -> Result<
         })
 }
 
+/// What the verdict thread needs to send a block again.
+struct Resends {
+    sources: Arc<Vec<PathBuf>>,
+    sizes: Vec<u64>,
+    block_size: u32,
+    block_key: [u8; 32],
+}
+
+/// Connects to the receiver, runs the handshake (the receiver proves the token
+/// before anything about the files is said) and sends the key confirmation.
+fn open_session(opts: &SendOptions) -> Result<(Control, SessionKeys), TransferError> {
+    let tcp = TcpStream::connect_timeout(&opts.dest, opts.timeout)
+        .map_err(TransferError::io(format!("connecting to {}", opts.dest)))?;
+    tcp.set_read_timeout(Some(opts.timeout))
+        .map_err(TransferError::io("control channel"))?;
+    let mut stream = TimedStream::new(tcp);
+    let preamble = Preamble {
+        version: PROTOCOL_VERSION,
+        encrypt: opts.encrypt,
+    };
+    let keys = handshake_initiator(&mut stream, &secure::psk(&opts.token), preamble)?;
+    // Then a step's wait, or longer: the receiver reads back what it holds.
+    stream
+        .get_ref()
+        .set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
+        .map_err(TransferError::io("control channel"))?;
+    let mut ctl = Control::new(stream, &keys, Side::Sender, secure::MAX_RECORD)?;
+    ctl.send(&Msg::Hello {
+        version: PROTOCOL_VERSION,
+    })?;
+    Ok((ctl, keys))
+}
+
 /// The control channel's reading side for the whole data phase: records each
 /// file's verdict (waking a channel group that waits for it), answers resend
 /// requests, and ends at `Finished`. Returns the failed files and the blocks resent.
@@ -931,10 +960,16 @@ fn verdicts(
     mut reader: ControlReader,
     shared: &Shared,
     writer: &Mutex<ControlWriter>,
-    sources: &[PathBuf],
-    sizes: &[u64],
-    block_size: u32,
+    files: &Resends,
+    progress: Option<Arc<AtomicU64>>,
 ) -> Result<(Vec<usize>, u64), TransferError> {
+    let Resends {
+        sources,
+        sizes,
+        block_size,
+        block_key,
+    } = files;
+    let block_size = *block_size;
     let mut serve = || -> Result<(Vec<usize>, u64), TransferError> {
         let (mut bad, mut resent) = (vec![], 0);
         loop {
@@ -968,7 +1003,7 @@ fn verdicts(
                         }
                         let mut data = vec![0u8; len as usize];
                         read_block(sources, &mut None, file, &mut data, offset)?;
-                        let hash = blake3::hash(&data);
+                        let hash = blake3::keyed_hash(block_key, &data);
                         writer.lock().expect("no panics hold it").send_with(
                             &Msg::Block { file, offset, len },
                             &[&data, hash.as_bytes()],
@@ -976,12 +1011,13 @@ fn verdicts(
                         resent += 1;
                     }
                 }
-                Msg::Finished => return Ok((bad, resent)),
-                Msg::Reject { reason } => {
-                    return Err(TransferError::Protocol(format!(
-                        "the receiver gave up: {reason}"
-                    )))
+                Msg::Progress { bytes } => {
+                    if let Some(p) = &progress {
+                        p.store(bytes, Ordering::Relaxed);
+                    }
                 }
+                Msg::Finished => return Ok((bad, resent)),
+                Msg::Reject { reason } => return Err(TransferError::ReceiverGaveUp(reason)),
                 m => return Err(TransferError::Protocol(format!("unexpected {m:?}"))),
             }
         }

@@ -1,9 +1,15 @@
-//! The receiving side.
+//! The receiving side: [`listen`] admits senders (handshakes, bounded work before
+//! authentication); this module serves a session's offer, channels and commits.
+
+mod listen;
+
+use listen::Authenticated;
+pub use listen::{Log, Server, MAX_PENDING, MAX_PER_SOURCE, PRE_AUTH_DEADLINE};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
@@ -16,11 +22,11 @@ use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 use longhaul_wire::block::BlockPacket;
 
-use super::channel::{DataChannel, Listener, Transport};
-use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, PROTOCOL_VERSION};
+use super::channel::{DataChannel, Listener, Seal, Transport};
+use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, Side};
 use super::{
-    channel_ticket, journal_path, key, name_clash, new_journal_path, part_path, safe_join,
-    safe_join_dir, NameClash, TransferError, END_OF_CHANNEL,
+    journal_path, name_clash, new_journal_path, part_path, safe_join, safe_join_dir, NameClash,
+    TransferError, END_OF_CHANNEL,
 };
 use crate::clock::Clock;
 use crate::Impairment;
@@ -33,8 +39,14 @@ pub struct RecvOptions {
     pub dir: PathBuf,
     /// The control address to listen on.
     pub listen: SocketAddr,
-    /// The pre-shared token.
+    /// The pre-shared token (at least 128 bits: [`crate::secure::check_token`]).
     pub token: String,
+    /// Whether the data channels are encrypted (the control channel always is);
+    /// off (`--no-encryption`) only with a sender whose is off too.
+    pub encrypt: bool,
+    /// Where to say what strangers did (connections turned away before they
+    /// authenticated); `None`: nowhere.
+    pub log: Option<Log>,
     /// Whether an existing file may be replaced.
     pub overwrite: bool,
     /// Check every block and file as usual but write nothing (memory to memory:
@@ -64,6 +76,8 @@ impl RecvOptions {
             dir,
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: token.into(),
+            encrypt: true,
+            log: None,
             overwrite: false,
             discard: false,
             udt: UdtConnConfig::default(),
@@ -171,14 +185,6 @@ fn umask() -> u32 {
             })
             .unwrap_or(0o022)
     })
-}
-
-fn random_nonce() -> Result<[u8; 32], TransferError> {
-    let mut n = [0u8; 32];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut n))
-        .map_err(TransferError::io("reading /dev/urandom"))?;
-    Ok(n)
 }
 
 impl Incoming {
@@ -298,13 +304,13 @@ fn verify_kept(
     part: &std::path::Path,
     kept: BTreeMap<u64, [u8; 32]>,
     size: u64,
-    block_size: u32,
+    sink: &Sink,
     read_back: &mut ReadBack,
 ) -> Result<BTreeMap<u64, [u8; 32]>, TransferError> {
     let mut good = BTreeMap::new();
     let offsets = kept.keys().copied().collect::<Vec<_>>();
     let mut told = |n| read_back.add(n);
-    hash_blocks(file, part, &offsets, size, block_size, &mut told, |o, h| {
+    hash_blocks(file, part, &offsets, size, sink, &mut told, |o, h| {
         if kept[&o] == h {
             good.insert(o, h);
         }
@@ -317,9 +323,10 @@ fn verify_kept(
 fn digest_present(
     path: &std::path::Path,
     size: u64,
-    block_size: u32,
+    sink: &Sink,
     read: &AtomicU64,
 ) -> Result<[u8; 32], TransferError> {
+    let block_size = sink.block_size;
     let file = File::open(path).map_err(TransferError::io(path.display().to_string()))?;
     let offsets: Vec<u64> = (0..size).step_by(block_size as usize).collect();
     let mut d = blake3::Hasher::new();
@@ -327,17 +334,9 @@ fn digest_present(
         read.fetch_add(n, Ordering::Relaxed);
         Ok(())
     };
-    hash_blocks(
-        &file,
-        path,
-        &offsets,
-        size,
-        block_size,
-        &mut count,
-        |_, h| {
-            d.update(&h);
-        },
-    )?;
+    hash_blocks(&file, path, &offsets, size, sink, &mut count, |_, h| {
+        d.update(&h);
+    })?;
     Ok(*d.finalize().as_bytes())
 }
 
@@ -348,9 +347,10 @@ fn digest_present(
 /// hashing over the cores. `read_back` hears of the bytes read as they go.
 fn digest_all_present(
     files: &[(&std::path::Path, u64)],
-    block_size: u32,
+    sink: &Sink,
     read_back: &mut ReadBack,
 ) -> Result<Vec<[u8; 32]>, TransferError> {
+    let block_size = sink.block_size;
     // Each reader holds a block: their buffers stay within READ_BACK_MEMORY, as
     // long as one block is (the session's cap counts a block per channel).
     let threads = (READ_BACK_MEMORY / u64::from(block_size).max(1))
@@ -371,7 +371,7 @@ fn digest_all_present(
                     return;
                 }
                 let (path, size) = files[k];
-                let r = digest_present(path, size, block_size, read);
+                let r = digest_present(path, size, sink, read);
                 failed.fetch_or(r.is_err(), Ordering::Relaxed);
                 if done.send((k, r)).is_err() {
                     return;
@@ -422,16 +422,20 @@ fn hash_blocks(
     shown: &std::path::Path,
     offsets: &[u64],
     size: u64,
-    block_size: u32,
+    sink: &Sink,
     count: &mut dyn FnMut(u64) -> Result<(), TransferError>,
     mut each: impl FnMut(u64, [u8; 32]),
 ) -> Result<(), TransferError> {
+    let block_size = sink.block_size;
     let mut buf = vec![0u8; (block_size as u64).min(size) as usize];
     for &o in offsets {
         let n = (size - o).min(u64::from(block_size)) as usize;
         file.read_exact_at(&mut buf[..n], o)
             .map_err(TransferError::io(shown.display().to_string()))?;
-        each(o, *blake3::hash(&buf[..n]).as_bytes());
+        each(
+            o,
+            *blake3::keyed_hash(&sink.block_key, &buf[..n]).as_bytes(),
+        );
         count(n as u64)?;
     }
     Ok(())
@@ -556,85 +560,33 @@ fn read_exact(s: &mut DataChannel, buf: &mut [u8]) -> Result<bool, TransferError
 }
 
 /// Serves one session: authenticates a sender, takes its files into `opts.dir`.
-/// `listening` is told the bound address (port 0 picks one).
+/// `listening` is told the bound address (port 0 picks one). Connections that do
+/// not authenticate are turned away and the wait goes on.
 pub fn receive(
     opts: &RecvOptions,
     listening: impl FnOnce(SocketAddr),
 ) -> Result<RecvSummary, TransferError> {
-    // A directory in use is said before anything listens.
-    let dir_lock = lock_dir(opts)?;
-    let listener = listen(opts)?;
-    listening(
-        listener
-            .local_addr()
-            .map_err(TransferError::io("listening"))?,
-    );
-    serve_session(&listener, opts, dir_lock)
+    // A weak token and a directory in use are said before anything listens.
+    crate::secure::check_token(&opts.token).map_err(TransferError::WeakToken)?;
+    drop(lock_dir(opts)?);
+    let server = Server::bind(opts)?;
+    listening(server.local_addr());
+    server.serve_one(opts)
 }
 
-/// The control listener for sessions under `opts` ([`receive_on`]).
-pub fn listen(opts: &RecvOptions) -> Result<TcpListener, TransferError> {
-    TcpListener::bind(opts.listen)
-        .map_err(TransferError::io(format!("listening on {}", opts.listen)))
-}
-
-/// Serves one session on a control listener that is already bound, so that a
-/// receiver serving session after session never stops listening between them.
-/// `opts.listen` is not used.
-pub fn receive_on(
-    listener: &TcpListener,
-    opts: &RecvOptions,
-) -> Result<RecvSummary, TransferError> {
-    serve_session(listener, opts, lock_dir(opts)?)
-}
-
-/// One session on `listener`, holding the directory with `dir_lock`.
+/// The session of the authenticated sender `auth`, holding the directory with
+/// `dir_lock`.
 fn serve_session(
-    listener: &TcpListener,
+    auth: Authenticated,
     opts: &RecvOptions,
     dir_lock: Option<Arc<Flock<File>>>,
 ) -> Result<RecvSummary, TransferError> {
-    let (tcp, peer) = listener.accept().map_err(TransferError::io("accepting"))?;
-    // Until the offer, a step's wait: a sender says hello, proves the token and
-    // offers at once, and a connection that says nothing (a port scanner's, or a
-    // peer that hangs) must not hold the receiver, and the next session, for long.
-    // After it, the long wait of the data phase.
-    tcp.set_read_timeout(Some(opts.timeout))
-        .map_err(TransferError::io("control channel"))?;
-    let handle = tcp
-        .try_clone()
-        .map_err(TransferError::io("control channel"))?;
-    let mut ctl = Control::new(tcp)?;
-    match ctl.recv()? {
-        Msg::Hello { version } if version == PROTOCOL_VERSION => {}
-        Msg::Hello { version } => {
-            let reason =
-                format!("protocol version {version}; this receiver speaks {PROTOCOL_VERSION}");
-            ctl.send(&Msg::Reject {
-                reason: reason.clone(),
-            })?;
-            return Err(TransferError::Protocol(reason));
-        }
-        m => {
-            return Err(TransferError::Protocol(format!(
-                "expected hello, got {m:?}"
-            )))
-        }
-    }
-    let nonce = random_nonce()?;
-    ctl.send(&Msg::Challenge { nonce: hex(&nonce) })?;
-    let mac = match ctl.recv()? {
-        Msg::Auth { mac } => unhex(&mac).and_then(|m| <[u8; 32]>::try_from(m).ok()),
-        m => return Err(TransferError::Protocol(format!("expected auth, got {m:?}"))),
-    };
-    let expected = blake3::keyed_hash(&key(&opts.token), &nonce);
-    // blake3::Hash compares in constant time.
-    if mac.map(blake3::Hash::from) != Some(expected) {
-        ctl.send(&Msg::Reject {
-            reason: "authentication failed".into(),
-        })?;
-        return Err(TransferError::Auth);
-    }
+    let Authenticated {
+        mut ctl,
+        keys,
+        peer,
+    } = auth;
+    let block_key = crate::secure::block_key(&opts.token);
     let (files, dirs, channels, block_size, transport) = match ctl.recv()? {
         Msg::Offer {
             files,
@@ -649,7 +601,7 @@ fn serve_session(
             )))
         }
     };
-    handle
+    ctl.stream()
         .set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
         .map_err(TransferError::io("control channel"))?;
     let refuse = |ctl: &mut Control, e: TransferError| -> TransferError {
@@ -767,6 +719,11 @@ fn serve_session(
                 .map_err(TransferError::io(d.display().to_string()))?;
         }
     }
+    let sink = Arc::new(Sink {
+        block_size,
+        block_key,
+        stored: AtomicU64::new(0),
+    });
     // What is read back before the answer: the files here already, whole, and the
     // blocks journals say interrupted sessions kept (of the same file and block
     // size, in a part file that is still there).
@@ -801,7 +758,7 @@ fn serve_session(
             .filter(|t| t.2)
             .map(|t| (t.0.as_path(), t.1.size))
             .collect();
-        let mut held_digests = digest_all_present(&held, block_size, &mut read_back)?.into_iter();
+        let mut held_digests = digest_all_present(&held, &sink, &mut read_back)?.into_iter();
         let mut incoming = vec![];
         let mut have = vec![];
         let mut present_files = vec![];
@@ -859,7 +816,7 @@ fn serve_session(
                 file.set_len(size)
                     .map_err(TransferError::io(part.display().to_string()))?;
                 hashes = match kept {
-                    Some(k) => verify_kept(&file, &part, k, size, block_size, &mut read_back)?,
+                    Some(k) => verify_kept(&file, &part, k, size, &sink, &mut read_back)?,
                     None => BTreeMap::new(),
                 };
                 drop(file);
@@ -918,6 +875,7 @@ fn serve_session(
     let (reader, writer) = ctl.split()?;
     let (events, rx) = mpsc::channel::<Event>();
     let turned_away = Arc::new(AtomicU64::new(0));
+
     for (c, l) in listeners.into_iter().enumerate() {
         let cfg = UdtConnConfig {
             socket_id: 1000 + c as u32,
@@ -925,13 +883,23 @@ fn serve_session(
         };
         let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
         let (events, turned_away) = (events.clone(), turned_away.clone());
-        let ticket = channel_ticket(&opts.token, &nonce, c);
+        let ticket = keys.ticket(c);
+        let seal = Seal::new(&keys, c, Side::Receiver, transport, opts.encrypt);
+        let sink = sink.clone();
         // A channel may still be writing after the session has returned (a failed
         // one stops waiting for it): it holds the directory too.
         let dir_lock = dir_lock.clone();
         thread::spawn(move || {
-            let r = accept_sender(l, cfg, timeout, impair, c, &ticket, &turned_away)
-                .and_then(|s| serve_channel(s, block_size, &incoming, &events));
+            let door = Door {
+                cfg,
+                timeout,
+                impair,
+                c,
+                ticket,
+                seal,
+            };
+            let r = accept_sender(l, door, &turned_away)
+                .and_then(|s| serve_channel(s, &sink, &incoming, &events));
             drop(dir_lock);
             let _ = events.send(Event::ChannelEnded(r));
         });
@@ -939,8 +907,8 @@ fn serve_session(
     // Blocks sent again come this way, and this thread writes them: the session
     // waits for it before it returns (and lets the directory go).
     let control = {
-        let (incoming, events) = (incoming.clone(), events.clone());
-        thread::spawn(move || serve_control(reader, block_size, &incoming, &events))
+        let (incoming, events, sink) = (incoming.clone(), events.clone(), sink.clone());
+        thread::spawn(move || serve_control(reader, &sink, &incoming, &events))
     };
     drop(events);
     // A receiver thread slow to get here (a loaded machine) finds blocks already
@@ -963,6 +931,7 @@ fn serve_session(
         present: 0,
         replaced: 0,
         differ: vec![],
+        told: (0, Clock::new(), 0),
     };
     let mut open_channels = usize::from(channels);
     let mut undone = files.len();
@@ -979,9 +948,13 @@ fn serve_session(
                 // block. A dead sender ends the channels (its closed port refuses
                 // UDT's datagrams; TCP resets) and the control channel, and that comes
                 // as an event.
-                match rx.recv() {
+                match rx.recv_timeout(PROGRESS_EVERY) {
                     Ok(ev) => ev,
-                    Err(_) => {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        session.progress(&sink.stored);
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
                         failure = Some(TransferError::Protocol(
                             "every channel ended with files unfinished".into(),
                         ));
@@ -1001,6 +974,7 @@ fn serve_session(
                     }
                 }
             };
+            session.progress(&sink.stored);
             match ev {
                 Event::Ctl(Ok(Msg::Digest {
                     file,
@@ -1143,6 +1117,8 @@ fn serve_session(
     })
 }
 
+/// How often the receiver says how much it has stored.
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// Verified files committed together: one `syncfs`, then their renames.
 const COMMIT_BATCH: usize = 4096;
 /// Times a damaged block is fetched again before the session gives up.
@@ -1187,9 +1163,24 @@ struct Session {
     /// Files here whole already that the sender's digest did not match, as
     /// shown to the user: left as they are.
     differ: Vec<String>,
+    /// The last `Progress` told: bytes, and when (ns on the clock).
+    told: (u64, Clock, u64),
 }
 
 impl Session {
+    /// Tells the sender how many bytes are stored, at most every
+    /// [`PROGRESS_EVERY`] and only when it moved: its progress shows what is here,
+    /// not what its own buffers took.
+    fn progress(&mut self, stored: &AtomicU64) {
+        let bytes = stored.load(Ordering::Relaxed);
+        let now = self.told.1.now().as_nanos();
+        if bytes != self.told.0 && now - self.told.2 >= PROGRESS_EVERY.as_nanos() as u64 {
+            self.told = (bytes, self.told.1, now);
+            // A sender that is gone cannot hear it; its end comes as an event.
+            let _ = self.writer.send(&Msg::Progress { bytes });
+        }
+    }
+
     /// File `i`, held whole, is being sent to replace it
     /// ([`Incoming::start_replacing`]).
     fn start_replacing(&self, i: usize) -> bool {
@@ -1400,13 +1391,15 @@ impl Session {
 fn store(
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
-    block_size: u32,
+    sink: &Sink,
     b: BlockRepr,
     data: &[u8],
     trailer: &[u8],
     again: bool,
 ) -> Result<(), TransferError> {
-    let ok = blake3::hash(data).as_bytes() == trailer;
+    let block_size = sink.block_size;
+    // Keyed: a block and its hash rewritten together on the path do not match.
+    let ok = blake3::keyed_hash(&sink.block_key, data).as_bytes() == trailer;
     let hash: [u8; 32] = trailer.try_into().expect("32 bytes");
     let part = {
         let mut all = incoming.lock().expect("no panics hold it");
@@ -1476,6 +1469,7 @@ fn store(
         return Err(e);
     }
     f.refetched += u64::from(again);
+    sink.stored.fetch_add(u64::from(b.len), Ordering::Relaxed);
     if f.received == f.size {
         let _ = events.send(Event::Written(b.file as usize));
     }
@@ -1488,6 +1482,28 @@ fn store(
 /// sender waiting behind it.
 const TICKET_WAIT: Duration = Duration::from_secs(5);
 
+/// What a data channel's port needs to take its sender's connection.
+struct Door {
+    cfg: UdtConnConfig,
+    /// How long to wait in all.
+    timeout: Duration,
+    impair: Option<Impairment>,
+    /// The channel's index.
+    c: usize,
+    /// What the sender's connection opens with.
+    ticket: [u8; 32],
+    seal: Seal,
+}
+
+/// How blocks are checked, and how many bytes are stored so far.
+struct Sink {
+    block_size: u32,
+    /// Blocks' hashes are BLAKE3 keyed with it ([`crate::secure::block_key`]).
+    block_key: [u8; 32],
+    /// File bytes written (or checked, when discarding) so far, for `Progress`.
+    stored: AtomicU64,
+}
+
 /// Waits, at most `timeout`, for the sender's connection on data channel `c`: the
 /// first that opens with the channel's ticket. Any other (a port scanner's
 /// connect, a stranger, a sender of another session) is closed unread, counted in
@@ -1495,19 +1511,23 @@ const TICKET_WAIT: Duration = Duration::from_secs(5);
 /// block into a file nor end the session.
 fn accept_sender(
     mut l: Listener,
-    cfg: UdtConnConfig,
-    timeout: Duration,
-    impair: Option<Impairment>,
-    c: usize,
-    ticket: &[u8; 32],
+    door: Door,
     turned_away: &AtomicU64,
 ) -> Result<DataChannel, TransferError> {
+    let Door {
+        cfg,
+        timeout,
+        impair,
+        c,
+        ticket,
+        mut seal,
+    } = door;
     let clock = Clock::new();
     let elapsed = || Duration::from_nanos(clock.now().as_nanos());
     let mut refused = 0;
     loop {
         let left = timeout.saturating_sub(elapsed());
-        let accepted = match l.accept(cfg, left) {
+        let accepted = match l.accept(cfg, left, &mut seal) {
             Ok(s) => Some(s),
             // Out of time after turning connections away: say so.
             Err(_) if refused > 0 && elapsed() >= timeout => None,
@@ -1529,10 +1549,11 @@ fn accept_sender(
         let mut got = [0u8; 32];
         // blake3::Hash compares in constant time: no timing says how much matched.
         if read_exact_within(&mut s, &mut got, TICKET_WAIT.min(left))
-            && blake3::Hash::from(got) == blake3::Hash::from(*ticket)
+            && blake3::Hash::from(got) == blake3::Hash::from(ticket)
         {
             return Ok(s);
         }
+        seal.restore(&mut s);
         refused += 1;
         turned_away.fetch_add(1, Ordering::Relaxed);
     }
@@ -1556,10 +1577,11 @@ fn read_exact_within(s: &mut DataChannel, buf: &mut [u8], max: Duration) -> bool
 /// One data channel, from its sender's first block to its end marker.
 fn serve_channel(
     mut s: DataChannel,
-    block_size: u32,
+    sink: &Sink,
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
 ) -> Result<(), TransferError> {
+    let block_size = sink.block_size;
     let mut hdr = [0u8; HEADER_LEN];
     let mut buf = vec![0u8; block_size as usize + 32];
     while read_exact(&mut s, &mut hdr)? {
@@ -1585,7 +1607,7 @@ fn serve_channel(
             ));
         }
         let (data, trailer) = buf[..n + 32].split_at(n);
-        store(incoming, events, block_size, b, data, trailer, false)?;
+        store(incoming, events, sink, b, data, trailer, false)?;
     }
     Err(TransferError::Protocol(
         "a data channel ended before its end marker".into(),
@@ -1596,10 +1618,11 @@ fn serve_channel(
 /// again (after `Resend`) are checked and stored here.
 fn serve_control(
     mut reader: ControlReader,
-    block_size: u32,
+    sink: &Sink,
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
 ) {
+    let block_size = sink.block_size;
     let mut buf = vec![0u8; block_size as usize + 32];
     let r = (|| -> Result<(), TransferError> {
         loop {
@@ -1609,7 +1632,7 @@ fn serve_control(
                     reader.recv_raw(&mut buf[..n + 32])?;
                     let (data, trailer) = buf[..n + 32].split_at(n);
                     let b = BlockRepr { file, offset, len };
-                    store(incoming, events, block_size, b, data, trailer, true)?;
+                    store(incoming, events, sink, b, data, trailer, true)?;
                 }
                 m => {
                     if events.send(Event::Ctl(Ok(m))).is_err() {
@@ -1629,6 +1652,9 @@ mod tests {
     use super::*;
     use crate::transfer::{send, SendOptions, Transport};
     use std::cell::Cell;
+
+    /// A token strong enough to be taken.
+    const TOKEN: &str = "unit-test-0123456789abcdef0123456789abcdef";
 
     thread_local! {
         /// How long `receive` on this thread waits after starting its channel
@@ -1662,7 +1688,7 @@ mod tests {
             paths.push(p);
         }
         let t = Duration::from_secs(30);
-        let opts = RecvOptions::new(dst.path().to_path_buf(), "k");
+        let opts = RecvOptions::new(dst.path().to_path_buf(), TOKEN);
         let (tx, rx) = mpsc::channel();
         let h = thread::spawn(move || {
             PAUSE_BEFORE_DATA_PHASE.set(Duration::from_millis(500));
@@ -1671,7 +1697,7 @@ mod tests {
         let sent = send(&SendOptions {
             channels: 1,
             block_size: 64 << 10,
-            ..SendOptions::new(paths.clone(), rx.recv_timeout(t).unwrap(), "k")
+            ..SendOptions::new(paths.clone(), rx.recv_timeout(t).unwrap(), TOKEN)
         });
         let got = h.join().unwrap();
         assert!(sent.is_ok() && got.is_ok(), "sent {sent:?}, got {got:?}");
@@ -1694,7 +1720,7 @@ mod tests {
         std::fs::write(&p, &data).unwrap();
         std::fs::write(dst.path().join("f"), &data).unwrap();
         let t = Duration::from_secs(30);
-        let opts = RecvOptions::new(dst.path().to_path_buf(), "k");
+        let opts = RecvOptions::new(dst.path().to_path_buf(), TOKEN);
         let (tx, rx) = mpsc::channel();
         let h = thread::spawn(move || {
             CHECKING_EVERY.set(Duration::ZERO);
@@ -1703,7 +1729,7 @@ mod tests {
         let sent = send(&SendOptions {
             channels: 1,
             block_size: 64 << 10,
-            ..SendOptions::new(vec![p], rx.recv_timeout(t).unwrap(), "k")
+            ..SendOptions::new(vec![p], rx.recv_timeout(t).unwrap(), TOKEN)
         });
         let got = h.join().unwrap();
         let (sent, got) = (sent.expect("send"), got.expect("receive"));
@@ -1724,43 +1750,72 @@ mod tests {
 
     /// A data port that a port scanner connects to and leaves, and a stranger who
     /// connects and sends the wrong ticket, still takes the sender's connection
-    /// after them, over TCP and UDT; both are counted. Before, the first connection
-    /// without the ticket ended the session.
+    /// after them, over TCP and UDT, in clear and encrypted. Before, the first
+    /// connection without the ticket ended the session. Encrypted, a stranger
+    /// (without the session's keys) cannot even open a UDT connection: its
+    /// handshake never opens, so nothing is turned away there; over TCP its first
+    /// record fails and it is turned away.
     #[test]
     fn connections_without_the_ticket_are_turned_away_and_the_sender_gets_in() {
-        let ticket = channel_ticket("k", b"nonce", 0);
+        let keys = crate::secure::SessionKeys::from_split(&[1; 32], &[2; 32]);
+        let stranger_keys = crate::secure::SessionKeys::from_split(&[3; 32], &[4; 32]);
+        let ticket = keys.ticket(0);
         let t = Duration::from_secs(20);
-        for transport in [Transport::Tcp, Transport::Udt] {
-            let l = Listener::bind(transport, "127.0.0.1:0".parse().unwrap()).unwrap();
-            let addr = SocketAddr::from(([127, 0, 0, 1], l.port().unwrap()));
-            let turned_away = Arc::new(AtomicU64::new(0));
-            let counter = turned_away.clone();
-            let cfg = UdtConnConfig::default();
-            let h = thread::spawn(move || {
-                let mut s = accept_sender(l, cfg, t, None, 0, &ticket, &counter)?;
-                let mut after = [0u8; 5];
-                assert!(read_exact_within(&mut s, &mut after, t), "{transport:?}");
-                Ok::<_, TransferError>(after)
-            });
-            let connect = || DataChannel::connect(transport, addr, cfg, t).unwrap();
-            // A scanner: connects, says nothing, leaves.
-            drop(connect());
-            // A stranger: the wrong ticket, then a block's worth of bytes.
-            let mut stranger = connect();
-            let _ = stranger.write_all(&[0xaa; 32]);
-            let _ = stranger.write_all(&[0x55; 100]);
-            if transport == Transport::Udt {
-                // The receiver reads the wrong ticket and closes; stay until then.
-                let _ = stranger.linger(Duration::from_secs(1));
+        for encrypt in [false, true] {
+            for transport in [Transport::Tcp, Transport::Udt] {
+                let what = format!("{transport:?}, encrypted: {encrypt}");
+                let l = Listener::bind(transport, "127.0.0.1:0".parse().unwrap()).unwrap();
+                let addr = SocketAddr::from(([127, 0, 0, 1], l.port().unwrap()));
+                let turned_away = Arc::new(AtomicU64::new(0));
+                let counter = turned_away.clone();
+                let cfg = UdtConnConfig::default();
+                let door = Door {
+                    cfg,
+                    timeout: t,
+                    impair: None,
+                    c: 0,
+                    ticket,
+                    seal: Seal::new(&keys, 0, Side::Receiver, transport, encrypt),
+                };
+                let shown = what.clone();
+                let h = thread::spawn(move || {
+                    let mut s = accept_sender(l, door, &counter)?;
+                    let mut after = [0u8; 5];
+                    assert!(read_exact_within(&mut s, &mut after, t), "{shown}");
+                    Ok::<_, TransferError>(after)
+                });
+                // In clear a stranger's UDT connect waits while the port is busy
+                // with the one before; encrypted it can never connect, so give up soon.
+                let wait = if encrypt { Duration::from_secs(1) } else { t };
+                let stranger_connect = || {
+                    let seal = Seal::new(&stranger_keys, 0, Side::Sender, transport, encrypt);
+                    DataChannel::connect(transport, addr, cfg, wait, seal)
+                };
+                // A scanner: connects, says nothing, leaves.
+                drop(stranger_connect());
+                // A stranger: the wrong ticket, then a block's worth of bytes.
+                if let Ok(mut stranger) = stranger_connect() {
+                    let _ = stranger.write_all(&[0xaa; 32]);
+                    let _ = stranger.write_all(&[0x55; 100]);
+                    if transport == Transport::Udt {
+                        // The receiver reads the wrong ticket and closes; stay until then.
+                        let _ = stranger.linger(Duration::from_secs(1));
+                    }
+                }
+                let seal = Seal::new(&keys, 0, Side::Sender, transport, encrypt);
+                let mut sender = DataChannel::connect(transport, addr, cfg, t, seal).unwrap();
+                sender.write_all(&ticket).unwrap();
+                sender.write_all(b"hello").unwrap();
+                let got = h.join().unwrap();
+                assert_eq!(got.unwrap(), *b"hello", "{what}");
+                let want = if encrypt && transport == Transport::Udt {
+                    0
+                } else {
+                    2
+                };
+                assert_eq!(turned_away.load(Ordering::Relaxed), want, "{what}");
+                let _ = sender.finish(Duration::from_secs(1));
             }
-            drop(stranger);
-            let mut sender = connect();
-            sender.write_all(&ticket).unwrap();
-            sender.write_all(b"hello").unwrap();
-            let got = h.join().unwrap();
-            assert_eq!(got.unwrap(), *b"hello", "{transport:?}");
-            assert_eq!(turned_away.load(Ordering::Relaxed), 2, "{transport:?}");
-            let _ = sender.finish(Duration::from_secs(1));
         }
     }
 
@@ -1768,22 +1823,21 @@ mod tests {
     /// channel with an error that says how many were turned away.
     #[test]
     fn running_out_of_time_after_turning_connections_away_says_so() {
-        let ticket = channel_ticket("k", b"nonce", 0);
+        let keys = crate::secure::SessionKeys::from_split(&[1; 32], &[2; 32]);
         let l = Listener::bind(Transport::Tcp, "127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = SocketAddr::from(([127, 0, 0, 1], l.port().unwrap()));
         let counter = Arc::new(AtomicU64::new(0));
         let c = counter.clone();
         let h = thread::spawn(move || {
-            accept_sender(
-                l,
-                UdtConnConfig::default(),
-                Duration::from_secs(2),
-                None,
-                3,
-                &ticket,
-                &c,
-            )
-            .map(|_| ())
+            let door = Door {
+                cfg: UdtConnConfig::default(),
+                timeout: Duration::from_secs(2),
+                impair: None,
+                c: 3,
+                ticket: keys.ticket(3),
+                seal: Seal::Clear,
+            };
+            accept_sender(l, door, &c).map(|_| ())
         });
         let mut stranger = std::net::TcpStream::connect(addr).unwrap();
         stranger.write_all(&[1; 32]).unwrap();
@@ -1831,9 +1885,14 @@ mod tests {
         len: u32,
     ) -> Result<(), TransferError> {
         let data = vec![7u8; len as usize];
-        let trailer = *blake3::hash(&data).as_bytes();
+        let sink = Sink {
+            block_size: 100,
+            block_key: [9; 32],
+            stored: AtomicU64::new(0),
+        };
+        let trailer = *blake3::keyed_hash(&sink.block_key, &data).as_bytes();
         let b = BlockRepr { file, offset, len };
-        store(incoming, events, 100, b, &data, &trailer, false)
+        store(incoming, events, &sink, b, &data, &trailer, false)
     }
 
     #[test]

@@ -258,7 +258,7 @@ fn a_failed_connection_says_why_once() {
     let dest = format!("127.0.0.1:{port}");
     let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
         .args(["send", "f", &dest])
-        .env("LONGHAUL_TOKEN", "k")
+        .env("LONGHAUL_TOKEN", "k-0123456789abcdef0123456789abcdef")
         .current_dir(tmp.path())
         .output()
         .expect("spawn");
@@ -594,17 +594,25 @@ fn spawn_recv_with(
     (child, addr, drain)
 }
 
-/// `recv --sessions 3` serves three sessions on one port, one after another: a
-/// failed one (a wrong token) is reported and the next is served; it exits 1, as
-/// one failed, with the good sessions' files in place. (It served one session.)
+/// `recv --sessions 2` serves two sessions on one port, one after another; a
+/// sender with a wrong token between them is turned away (noted on stderr) and is
+/// not a session: the receiver serves on and exits 0 with both files in place.
 #[test]
 fn recv_serves_session_after_session() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("tok"), "right\n").unwrap();
-    std::fs::write(dir.path().join("bad"), "wrong\n").unwrap();
+    std::fs::write(
+        dir.path().join("tok"),
+        "right-0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("bad"),
+        "wrong-0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("a.txt"), "first").unwrap();
     std::fs::write(dir.path().join("b.txt"), "third").unwrap();
-    let (recv, addr, err) = spawn_recv_with(dir.path(), &["--sessions", "3", "dst"]);
+    let (recv, addr, err) = spawn_recv_with(dir.path(), &["--sessions", "2", "dst"]);
     for (token, file, ok) in [
         ("tok", "a.txt", true),
         ("bad", "b.txt", false),
@@ -614,7 +622,7 @@ fn recv_serves_session_after_session() {
         assert_eq!(o.status.success(), ok, "{token} {file}: {}", stderr(&o));
     }
     let r = recv.wait_with_output().unwrap();
-    assert_eq!(r.status.code(), Some(1));
+    assert_eq!(r.status.code(), Some(0));
     let lines: Vec<serde_json::Value> = String::from_utf8(r.stdout)
         .unwrap()
         .lines()
@@ -623,8 +631,7 @@ fn recv_serves_session_after_session() {
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(lines.iter().all(|l| l["files"] == 1), "{lines:?}");
     let err = err.join().unwrap();
-    assert!(err.contains("session 2: authentication failed"), "{err}");
-    assert!(err.contains("1 of 3 sessions failed"), "{err}");
+    assert!(err.contains("turned away before authentication"), "{err}");
     assert_eq!(
         std::fs::read(dir.path().join("dst/a.txt")).unwrap(),
         b"first"
@@ -641,7 +648,11 @@ fn recv_serves_session_after_session() {
 #[test]
 fn a_tree_sent_again_says_what_was_there() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("tok"), "k\n").unwrap();
+    std::fs::write(
+        dir.path().join("tok"),
+        "k-0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
     std::fs::create_dir(dir.path().join("t")).unwrap();
     for (name, body) in [("a", "alpha"), ("b", "bravo")] {
         std::fs::write(dir.path().join("t").join(name), body).unwrap();
@@ -704,8 +715,16 @@ fn send_and_recv_over_loopback() {
     std::fs::write(src.join("sub/small.txt"), b"hello").unwrap();
     // Not sent, and said so: it leads out of the tree.
     std::os::unix::fs::symlink("../tok", src.join("sub/tok")).unwrap();
-    std::fs::write(dir.path().join("tok"), "right\n").unwrap();
-    std::fs::write(dir.path().join("bad"), "wrong\n").unwrap();
+    std::fs::write(
+        dir.path().join("tok"),
+        "right-0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("bad"),
+        "wrong-0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
     let serve = |out: &str| spawn_recv(dir.path(), out);
     let (recv, addr, _) = serve("dst");
     let o = longhaul(
@@ -766,9 +785,17 @@ fn send_and_recv_over_loopback() {
     let o = longhaul(&["send", "--token-file", "bad", "src", &addr], dir.path());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("authentication"), "{}", stderr(&o));
-    assert_eq!(recv.wait_with_output().unwrap().status.code(), Some(1));
+    // The receiver turned it away and serves on, until stopped.
+    let mut recv = recv;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        recv.try_wait().unwrap().is_none(),
+        "a stranger ended the receiver"
+    );
+    recv.kill().unwrap();
+    let _ = recv.wait();
     let err = err.join().unwrap();
-    assert!(err.contains("authentication failed"), "{err}");
+    assert!(err.contains("turned away before authentication"), "{err}");
     assert_eq!(
         std::fs::read_dir(dir.path().join("dst2")).unwrap().count(),
         0
@@ -999,7 +1026,11 @@ fn kill_and_resume(victim: Side) {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(dir.path().join("big.bin"), &data).unwrap();
-    std::fs::write(dir.path().join("tok"), "k\n").unwrap();
+    std::fs::write(
+        dir.path().join("tok"),
+        "k-0123456789abcdef0123456789abcdef\n",
+    )
+    .unwrap();
     const CHANNELS: u64 = 2;
     const BLOCK: u64 = 1 << 20;
     let total = (data.len() as u64).div_ceil(BLOCK);

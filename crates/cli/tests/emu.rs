@@ -69,7 +69,10 @@ fn a_transfer_crosses_a_lossy_emulated_link_byte_exact() {
         .args([bin, "send", "--channels", "2"])
         .arg(src.join("f.bin"))
         .arg("10.77.0.2")
-        .env("LONGHAUL_TOKEN", "emu-test-token")
+        .env(
+            "LONGHAUL_TOKEN",
+            "emu-test-token-0123456789abcdef0123456789abcdef",
+        )
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -330,7 +333,7 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
         ])
         .arg(dir.path().join("f.bin"))
         .arg("10.77.0.2")
-        .env("LONGHAUL_TOKEN", "t")
+        .env("LONGHAUL_TOKEN", "t-0123456789abcdef0123456789abcdef")
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -365,7 +368,7 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
         .args(["send", "--transport", "tcp", "--rate-limit", "1Gbps"])
         .arg(dir.path().join("f.bin"))
         .arg("127.0.0.1:9")
-        .env("LONGHAUL_TOKEN", "t")
+        .env("LONGHAUL_TOKEN", "t-0123456789abcdef0123456789abcdef")
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));

@@ -593,8 +593,14 @@ fn corrupted_blocks_are_detected_and_fetched_again() {
     write(&f, 3_000_000, 5);
     for attempt in 0..3 {
         let dst = tempfile::tempdir().unwrap();
-        let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+        // In clear (`--no-encryption`), where the keyed block hashes are what
+        // catches damage; encrypted, the packet is refused first (`attacks.rs`).
+        let (addr, h) = receiver(RecvOptions {
+            encrypt: false,
+            ..recv_opts(dst.path(), "k")
+        });
         let mut o = send_opts(vec![f.clone()], addr, "k", 3);
+        o.encrypt = false;
         o.block_size = 64 << 10;
         o.impair = Some(longhaul_net::Impairment {
             loss: 0.0,
@@ -824,7 +830,9 @@ fn a_resume_sends_again_the_kept_blocks_that_changed_since() {
         for &b in kept {
             let r = b * BLOCK..((b + 1) * BLOCK).min(size);
             part[r.clone()].copy_from_slice(&old[r.clone()]);
-            let hash = blake3::hash(&old[r.clone()]).to_hex();
+            // Journals keep keyed hashes (the key comes from the token).
+            let key = longhaul_net::secure::block_key(&strong("k"));
+            let hash = blake3::keyed_hash(&key, &old[r.clone()]).to_hex();
             journal += &format!("{} {hash}\n", r.start);
         }
         std::fs::write(dst.path().join(".data.bin.longhaul-part"), part).unwrap();
@@ -1252,21 +1260,6 @@ fn data_channels_listen_in_the_port_range_given() {
         }
     }
     drop(taken);
-}
-
-/// A connection that says nothing is dropped after one step's wait (here 1 s),
-/// not the data phase's ten minutes, so it cannot hold a receiver (and the sessions
-/// after it) for long.
-#[test]
-fn a_silent_connection_is_dropped_after_a_steps_wait() {
-    let dst = tempfile::tempdir().unwrap();
-    let (addr, h) = receiver(RecvOptions {
-        timeout: Duration::from_secs(1),
-        ..recv_opts(dst.path(), "k")
-    });
-    let _silent = TcpStream::connect(addr).unwrap();
-    let got = ended_within(h, Duration::from_secs(10));
-    assert!(matches!(got, Some(Err(_))), "{got:?}");
 }
 
 /// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.

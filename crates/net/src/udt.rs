@@ -230,7 +230,11 @@ impl UdtListener {
         timeout: StdDuration,
         mut protect: Option<PacketProtection>,
     ) -> Result<UdtSocket, NetError> {
-        let cfg = room_for_protection(cfg, &protect);
+        let mut cfg = room_for_protection(cfg, &protect);
+        // A key of this listener's own for its cookies, bound to each client's
+        // address: a handshake from a spoofed address cannot complete.
+        cfg.cookie_key
+            .get_or_insert_with(crate::secure::random_bytes::<32>);
         let clock = Clock::new();
         let mut conn = UdtConnection::new(cfg, clock.now());
         conn.listen();
@@ -255,6 +259,7 @@ impl UdtListener {
                             None => continue,
                         },
                     };
+                    conn.set_handshake_peer(address_tag(from));
                     conn.handle_datagram(now, &buf[plain]);
                     if conn.state() == State::Connected {
                         // Its answer is queued: the socket sends it once connected.
@@ -281,6 +286,12 @@ impl UdtListener {
         s.wait_connected(give_up, timeout)?;
         Ok(s)
     }
+}
+
+/// A tag of an address (IP and port) for the engine's cookies.
+fn address_tag(a: SocketAddr) -> u64 {
+    let h = blake3::hash(a.to_string().as_bytes());
+    u64::from_be_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
 }
 
 /// A protected socket's engine makes its datagrams [`PACKET_OVERHEAD`] shorter, so

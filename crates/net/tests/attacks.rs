@@ -237,3 +237,161 @@ fn weak_tokens_are_refused_at_both_ends() {
     .unwrap_err();
     assert!(e.to_string().contains("longhaul token"), "{e}");
 }
+
+/// Symbolic links planted at every working name of the files received (part file,
+/// journal, the journal's replacement), pointing outside the destination: the
+/// receiver replaces them with its own files and writes nothing outside. Before,
+/// it wrote the sender's data through them.
+#[test]
+fn planted_links_at_working_names_redirect_nothing() {
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let big = a_file(src.path(), 300_000); // several blocks: journaled
+    let small = src.path().join("small.bin");
+    std::fs::write(&small, b"one block").unwrap();
+    for (i, name) in [
+        ".payload.bin.longhaul-part",
+        ".payload.bin.longhaul-journal",
+        ".payload.bin.longhaul-journal.new",
+        ".small.bin.longhaul-part",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let victim = outside.path().join(format!("victim{i}"));
+        std::fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dst.path().join(name)).unwrap();
+    }
+    let (addr, h) = receiver(RecvOptions {
+        timeout: T,
+        ..RecvOptions::new(dst.path().to_path_buf(), TOKEN)
+    });
+    send(&send_opts(vec![big.clone(), small.clone()], addr)).expect("send");
+    h.join().unwrap().expect("receive");
+    for i in 0..4 {
+        let v = std::fs::read(outside.path().join(format!("victim{i}"))).unwrap();
+        assert_eq!(v, b"keep", "victim{i} was written through a planted link");
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 4);
+    assert_eq!(
+        std::fs::read(&big).unwrap(),
+        std::fs::read(dst.path().join("payload.bin")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(dst.path().join("small.bin")).unwrap(),
+        b"one block"
+    );
+}
+
+/// A folder the receiver made, swapped for a link to elsewhere while the session
+/// runs (after the offer was accepted, before the blocks come): the blocks go to
+/// the folder the receiver made, wherever it was moved, never through the link.
+#[test]
+fn a_folder_swapped_for_a_link_mid_session_redirects_nothing() {
+    use longhaul_net::transfer::{DirEntry, FileEntry, Msg, RawSender};
+    use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
+    let dst = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(RecvOptions {
+        timeout: T,
+        encrypt: false,
+        ..RecvOptions::new(dst.path().to_path_buf(), TOKEN)
+    });
+    const BLOCK: usize = 64 << 10;
+    let data: Vec<u8> = (0..3 * BLOCK + 100).map(|i| (i % 253) as u8).collect();
+    let mut raw = RawSender::connect(addr, TOKEN, false, T).unwrap();
+    raw.send(&Msg::Offer {
+        files: vec![FileEntry {
+            path: "sub/x.dat".into(),
+            size: data.len() as u64,
+            mode: None,
+            mtime: None,
+        }],
+        dirs: vec![DirEntry {
+            path: "sub".into(),
+            mode: None,
+        }],
+        channels: 1,
+        block_size: BLOCK as u32,
+        transport: Transport::Tcp,
+    })
+    .unwrap();
+    let Msg::Accept { ports, .. } = raw.recv().unwrap() else {
+        panic!("not accepted")
+    };
+    // The swap: the folder moves away and a link to elsewhere takes its name.
+    std::fs::rename(dst.path().join("sub"), dst.path().join("sub.moved")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dst.path().join("sub")).unwrap();
+    let key = longhaul_net::secure::block_key(TOKEN);
+    let mut ch = TcpStream::connect((addr.ip(), ports[0])).unwrap();
+    ch.write_all(&raw.ticket(0)).unwrap();
+    let mut digest = blake3::Hasher::new();
+    for (k, block) in data.chunks(BLOCK).enumerate() {
+        let mut hdr = [0u8; HEADER_LEN];
+        BlockRepr {
+            file: 0,
+            offset: (k * BLOCK) as u64,
+            len: block.len() as u32,
+        }
+        .emit(&mut hdr);
+        let hash = blake3::keyed_hash(&key, block);
+        digest.update(hash.as_bytes());
+        ch.write_all(&hdr).unwrap();
+        ch.write_all(block).unwrap();
+        ch.write_all(hash.as_bytes()).unwrap();
+    }
+    ch.write_all(&[0xff; HEADER_LEN]).unwrap();
+    raw.send(&Msg::Digest {
+        file: 0,
+        digest: digest.finalize().to_hex().to_string(),
+        changed: vec![],
+        replaced: false,
+    })
+    .unwrap();
+    loop {
+        match raw.recv().unwrap() {
+            Msg::FileDone { ok, .. } => assert!(ok),
+            Msg::Finished => break,
+            Msg::Progress { .. } => {}
+            m => panic!("{m:?}"),
+        }
+    }
+    h.join().unwrap().expect("receive");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "written through the link"
+    );
+    assert_eq!(
+        std::fs::read(dst.path().join("sub.moved/x.dat")).unwrap(),
+        data
+    );
+}
+
+/// Names of 241 to 255 bytes, legal on ext4, arrive: their working files' names
+/// fit NAME_MAX (a hash stands in for the end of the name). Before, the part
+/// file's name passed NAME_MAX and the sender saw "the connection broke".
+#[test]
+fn names_up_to_255_bytes_arrive() {
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let mut paths = vec![];
+    for len in [241, 250, 255] {
+        let p = src.path().join("n".repeat(len));
+        std::fs::write(&p, vec![len as u8; 200_000]).unwrap();
+        paths.push(p);
+    }
+    let (addr, h) = receiver(RecvOptions {
+        timeout: T,
+        ..RecvOptions::new(dst.path().to_path_buf(), TOKEN)
+    });
+    send(&send_opts(paths.clone(), addr)).expect("send");
+    assert_eq!(h.join().unwrap().expect("receive").files, 3);
+    for p in &paths {
+        assert_eq!(
+            std::fs::read(p).unwrap(),
+            std::fs::read(dst.path().join(p.file_name().unwrap())).unwrap()
+        );
+    }
+}

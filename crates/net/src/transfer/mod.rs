@@ -81,6 +81,7 @@
 //! back up to eight files at a time, and tells the waiting sender how far it got
 //! about once a second (`Checking`).
 
+mod beneath;
 mod channel;
 mod control;
 mod raw;
@@ -207,24 +208,20 @@ const WORKING_SUFFIXES: [&str; 3] = [
     ".longhaul-journal.new",
 ];
 
-/// The part file of `path`: its blocks until it is complete and checked.
-pub(crate) fn part_path(path: &Path) -> PathBuf {
-    working_path(path, WORKING_SUFFIXES[0])
+/// The part file of a file named `name`: its blocks until it is complete and
+/// checked. (Each working name fits NAME_MAX: [`beneath::working_name`].)
+pub(crate) fn part_name(name: &str) -> String {
+    beneath::working_name(name, WORKING_SUFFIXES[0])
 }
 
-/// The journal of `path`: the blocks its part file holds, checked.
-pub(crate) fn journal_path(path: &Path) -> PathBuf {
-    working_path(path, WORKING_SUFFIXES[1])
+/// The journal of a file named `name`: the blocks its part file holds, checked.
+pub(crate) fn journal_name(name: &str) -> String {
+    beneath::working_name(name, WORKING_SUFFIXES[1])
 }
 
-/// The journal of `path` while it is rewritten.
-pub(crate) fn new_journal_path(path: &Path) -> PathBuf {
-    working_path(path, WORKING_SUFFIXES[2])
-}
-
-fn working_path(path: &Path, suffix: &str) -> PathBuf {
-    let name = path.file_name().expect("a file name").to_string_lossy();
-    path.with_file_name(format!(".{name}{suffix}"))
+/// The journal of a file named `name` while it is rewritten.
+pub(crate) fn new_journal_name(name: &str) -> String {
+    beneath::working_name(name, WORKING_SUFFIXES[2])
 }
 
 /// Whether a file name (the last part of a path) has the form of a receiver's
@@ -417,10 +414,7 @@ mod tests {
         assert!(e.contains("is a file on the receiver"), "{e}");
         assert!(safe_join_dir(root.path(), "../up").is_err());
         assert!(safe_join(root.path(), "x.longhaul-part").is_ok());
-        assert_eq!(
-            part_path(&root.path().join("a/b.dat")),
-            root.path().join("a/.b.dat.longhaul-part")
-        );
+        assert_eq!(part_name("b.dat"), ".b.dat.longhaul-part");
         assert_eq!(
             safe_join(root.path(), "a/b.dat").unwrap(),
             root.path().join("a/b.dat")

@@ -711,8 +711,10 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     for (c, port) in ports.into_iter().enumerate() {
         let addr = SocketAddr::new(opts.dest.ip(), port);
         let cfg = UdtConnConfig {
-            socket_id: 1 + c as u32,
-            isn: (c as u32).wrapping_mul(104_729) & 0x3fff_ffff,
+            // Random, as UDT4's are: a stranger cannot guess what a forged
+            // packet must carry.
+            socket_id: u32::from_be_bytes(secure::random_bytes()).max(1),
+            isn: u32::from_be_bytes(secure::random_bytes()) & 0x3fff_ffff,
             ..opts.udt
         };
         let lane = c / usize::from(opts.channels);

@@ -106,8 +106,16 @@ pub struct UdtConnConfig {
     pub socket_id: u32,
     /// Initial sequence number (the client's is used by both sides).
     pub isn: u32,
-    /// Secret for SYN cookies (server side).
+    /// Secret for SYN cookies (server side), for the simulator: a fixed value keeps
+    /// runs reproducible, and no one forges packets there.
     pub cookie_secret: u64,
+    /// A key for SYN cookies on a real network: with it a cookie is BLAKE3 keyed
+    /// with it over the client's address (see [`UdtConnection::set_handshake_peer`]),
+    /// socket ID and minute, which nobody without the key can compute, so a
+    /// handshake from a spoofed address cannot complete. (UDT4 hashes
+    /// host:port:minute with MD5 and a per-listener secret.) `longhaul-net` sets a
+    /// random one per listener.
+    pub cookie_key: Option<[u8; 32]>,
     /// A ceiling on the sending rate, b/s (UDT4's `UDT_MAXBW`; 4.11's `CCUpdate`
     /// floors the sending period at one MSS-sized packet per `mss / max_bw`). The
     /// rate controller still runs beneath it. `None`: no ceiling.
@@ -126,6 +134,7 @@ impl Default for UdtConnConfig {
             socket_id: 1,
             isn: 0,
             cookie_secret: 0x5eed,
+            cookie_key: None,
             max_bw_bps: None,
         }
     }
@@ -264,6 +273,8 @@ pub struct UdtConnection {
     is_server: bool,
     start: Instant,
     peer_id: u32,
+    /// The address the handshake datagrams come from, as the caller tags it.
+    handshake_peer: u64,
     isn: UdtSeqNumber,
     payload: usize,
     handshake: HandshakeRepr,
@@ -338,6 +349,7 @@ impl UdtConnection {
             is_server: false,
             start: now,
             peer_id: 0,
+            handshake_peer: 0,
             isn,
             payload: (cfg.mss - IP_UDP) as usize - HEADER_LEN,
             handshake: HandshakeRepr {
@@ -544,10 +556,25 @@ impl UdtConnection {
         self.cookie_for(peer_id, minute)
     }
     fn cookie_for(&self, peer_id: u32, minute: u64) -> u32 {
+        if let Some(key) = &self.cfg.cookie_key {
+            let mut h = blake3::Hasher::new_keyed(key);
+            h.update(&self.handshake_peer.to_be_bytes());
+            h.update(&peer_id.to_be_bytes());
+            h.update(&minute.to_be_bytes());
+            let b = h.finalize();
+            return u32::from_be_bytes(b.as_bytes()[..4].try_into().expect("4 bytes"));
+        }
         let mut z = self.cfg.cookie_secret ^ (u64::from(peer_id) << 32) ^ minute;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         (z ^ (z >> 31)) as u32
+    }
+
+    /// Names the address the next handshake datagrams come from (a hash of it, as
+    /// the caller likes), so that a cookie is good only for the address it was
+    /// given to. Used only with [`UdtConnConfig::cookie_key`].
+    pub fn set_handshake_peer(&mut self, tag: u64) {
+        self.handshake_peer = tag;
     }
 
     // ---- network side ---------------------------------------------------------------

@@ -7,11 +7,10 @@ use listen::Authenticated;
 pub use listen::{Log, Server, MAX_PENDING, MAX_PER_SOURCE, PRE_AUTH_DEADLINE};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -22,15 +21,17 @@ use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
 use longhaul_wire::block::BlockPacket;
 
+use super::beneath::{DirHandle, Entry};
 use super::channel::{DataChannel, Listener, Seal, Transport};
 use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, Side};
 use super::{
-    journal_path, name_clash, new_journal_path, part_path, safe_join, safe_join_dir, NameClash,
+    journal_name, name_clash, new_journal_name, part_name, safe_join, safe_join_dir, NameClash,
     TransferError, END_OF_CHANNEL,
 };
 use crate::clock::Clock;
 use crate::Impairment;
 use nix::fcntl::{Flock, FlockArg};
+use rustix::fs::OFlags;
 
 /// How to receive.
 #[derive(Debug, Clone)]
@@ -116,12 +117,40 @@ pub struct RecvSummary {
 const MAX_CHANNELS: u16 = 256;
 const MAX_BLOCK: u32 = 256 << 20;
 
+/// Where a received file goes: its folder, held open ([`DirHandle`]), and its
+/// names there. Every operation on the file goes through the handle.
+#[derive(Debug, Clone)]
+struct Place {
+    dir: Arc<DirHandle>,
+    name: String,
+    /// The part file's name ([`super::WORKING_SUFFIXES`]).
+    part: String,
+    /// The journal's name: blocks written and checked, one line each, so that a
+    /// new session can resume.
+    journal: String,
+}
+
+impl Place {
+    fn new(dir: Arc<DirHandle>, name: &str) -> Self {
+        Place {
+            part: part_name(name),
+            journal: journal_name(name),
+            name: name.to_string(),
+            dir,
+        }
+    }
+
+    fn io(&self, name: &str) -> impl FnOnce(std::io::Error) -> TransferError {
+        TransferError::io(self.dir.shown(name).display().to_string())
+    }
+}
+
 /// One file being received.
 struct Incoming {
-    path: PathBuf,
-    part: PathBuf,
-    /// Blocks written and checked, one line each, so that a new session can resume.
-    journal_path: PathBuf,
+    /// Where it goes; `None` when nothing is written ([`RecvOptions::discard`]).
+    place: Option<Place>,
+    /// Its name, as shown to the user.
+    shown: String,
     /// Whether the file has a journal: only files of more than one block. A file of
     /// one block is all or nothing, so a journal would save nothing and cost two
     /// file creations and a deletion per small file.
@@ -213,21 +242,23 @@ impl Incoming {
         if let Some((file, _)) = &self.open {
             return Ok(Arc::clone(file));
         }
+        let p = self
+            .place
+            .as_ref()
+            .expect("only written files have part files");
         // A journaled part file was made at the offer; a one-block file's part is
         // made by its block.
-        let file = OpenOptions::new()
-            .write(true)
-            .create(!self.journaled)
-            .mode(PART_MODE)
-            .truncate(!self.journaled)
-            .open(&self.part)
-            .map_err(TransferError::io(self.part.display().to_string()))?;
+        let file = if self.journaled {
+            p.dir.open(&p.part, OFlags::WRONLY, 0)
+        } else {
+            p.dir.create_fresh(&p.part, PART_MODE)
+        }
+        .map_err(p.io(&p.part))?;
         let journal = if self.journaled {
             Some(
-                OpenOptions::new()
-                    .append(true)
-                    .open(&self.journal_path)
-                    .map_err(TransferError::io(self.journal_path.display().to_string()))?,
+                p.dir
+                    .open(&p.journal, OFlags::WRONLY | OFlags::APPEND, 0)
+                    .map_err(p.io(&p.journal))?,
             )
         } else {
             None
@@ -247,9 +278,10 @@ impl Incoming {
             // resume re-reads and re-hashes every journaled block anyway, so a
             // power cut that kept the line but not the data costs a re-send, not
             // a wrong file, and no fsync is needed per block.
+            let p = self.place.as_ref().expect("a journal is in a place");
             journal
                 .write_all(journal_line(offset, hash).as_bytes())
-                .map_err(TransferError::io(self.journal_path.display().to_string()))?;
+                .map_err(p.io(&p.journal))?;
         }
         self.received += len;
         if self.received == self.size {
@@ -262,12 +294,15 @@ impl Incoming {
 /// The blocks a journal records for a file of `size` bytes in `block_size` blocks,
 /// or `None` if there is none or it belongs to another file or block size. A
 /// torn last line (a crash while writing it) is ignored.
-fn read_journal(
-    path: &std::path::Path,
-    size: u64,
-    block_size: u32,
-) -> Option<BTreeMap<u64, [u8; 32]>> {
-    let text = std::fs::read_to_string(path).ok()?;
+fn read_journal(p: &Place, size: u64, block_size: u32) -> Option<BTreeMap<u64, [u8; 32]>> {
+    let mut text = String::new();
+    // A journal that is not a file (a planted link) is no journal.
+    p.dir
+        .open_read(&p.journal)
+        .ok()?
+        .take(64 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
     let mut lines = text.lines();
     if lines.next()? != format!("longhaul-journal 1 {size} {block_size}") {
         return None;
@@ -321,20 +356,21 @@ fn verify_kept(
 /// The digest of a file here whole already ([`Incoming::present`]), computed as
 /// the sender computes its own: BLAKE3 over its blocks' hashes in order.
 fn digest_present(
-    path: &std::path::Path,
+    p: &Place,
     size: u64,
     sink: &Sink,
     read: &AtomicU64,
 ) -> Result<[u8; 32], TransferError> {
     let block_size = sink.block_size;
-    let file = File::open(path).map_err(TransferError::io(path.display().to_string()))?;
+    let path = p.dir.shown(&p.name);
+    let file = p.dir.open_read(&p.name).map_err(p.io(&p.name))?;
     let offsets: Vec<u64> = (0..size).step_by(block_size as usize).collect();
     let mut d = blake3::Hasher::new();
     let mut count = |n| {
         read.fetch_add(n, Ordering::Relaxed);
         Ok(())
     };
-    hash_blocks(&file, path, &offsets, size, sink, &mut count, |_, h| {
+    hash_blocks(&file, &path, &offsets, size, sink, &mut count, |_, h| {
         d.update(&h);
     })?;
     Ok(*d.finalize().as_bytes())
@@ -346,7 +382,7 @@ fn digest_present(
 /// that queues them (and a file system that reads ahead per file), and spread the
 /// hashing over the cores. `read_back` hears of the bytes read as they go.
 fn digest_all_present(
-    files: &[(&std::path::Path, u64)],
+    files: &[(&Place, u64)],
     sink: &Sink,
     read_back: &mut ReadBack,
 ) -> Result<Vec<[u8; 32]>, TransferError> {
@@ -370,8 +406,8 @@ fn digest_all_present(
                 if k >= files.len() || failed.load(Ordering::Relaxed) {
                     return;
                 }
-                let (path, size) = files[k];
-                let r = digest_present(path, size, sink, read);
+                let (place, size) = files[k];
+                let r = digest_present(place, size, sink, read);
                 failed.fetch_or(r.is_err(), Ordering::Relaxed);
                 if done.send((k, r)).is_err() {
                     return;
@@ -643,62 +679,129 @@ fn serve_session(
         };
         return Err(refuse(&mut ctl, TransferError::Protocol(why)));
     }
-    let mut targets = vec![];
-    for f in &files {
-        let path = match safe_join(&opts.dir, &f.path) {
-            Ok(p) => p,
-            Err(e) => return Err(refuse(&mut ctl, e)),
-        };
-        // A file of the size offered may be this very file, from an earlier
-        // session: it is read back and hashed, and the sender sends none of it
-        // (a re-run after an interruption sends only what is missing), or all of
-        // it if it differs and replacing was asked for. Anything else in the way
-        // is refused, unless replacing was asked for.
-        // (Whether it is held whole, and whether something else is in the way.)
-        let (present, existed) = match std::fs::symlink_metadata(&path) {
-            Err(_) => (false, false),
-            Ok(_) if opts.discard => (false, false),
-            Ok(m) if m.is_file() && m.len() == f.size => (true, false),
-            Ok(_) if opts.overwrite => (false, true),
-            Ok(m) => {
-                let what = if m.is_file() {
-                    format!("with {} bytes, not the {} offered", m.len(), f.size)
-                } else {
-                    "and is not a file".into()
-                };
-                // Read on both ends: the sender relays it, and `send` has no such flag.
-                let e = TransferError::Protocol(format!(
-                    "`{}` exists on the receiver {what} (it replaces files only when \
-                     started as `longhaul recv --overwrite`)",
-                    f.path
-                ));
+    // Every name is checked for its form and against what is here (`safe_join`:
+    // clear messages); what is then opened and written is reached through
+    // directory handles that never follow a link ([`DirHandle`]), so what is here
+    // changing after the check cannot redirect a write outside `opts.dir`.
+    let root = if opts.discard {
+        None
+    } else {
+        match DirHandle::open_root(&opts.dir) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                let e = TransferError::io(opts.dir.display().to_string())(e);
                 return Err(refuse(&mut ctl, e));
             }
-        };
-        targets.push((path, f, present, existed));
+        }
+    };
+    let mut targets = vec![];
+    for f in &files {
+        if let Err(e) = safe_join(&opts.dir, &f.path) {
+            return Err(refuse(&mut ctl, e));
+        }
+        targets.push(f);
     }
-    // The folders offered, to make even if empty.
-    let mut folders = vec![];
     for d in &dirs {
-        match safe_join_dir(&opts.dir, &d.path) {
-            Ok(p) => folders.push((p, d.mode)),
-            Err(e) => return Err(refuse(&mut ctl, e)),
+        if let Err(e) = safe_join_dir(&opts.dir, &d.path) {
+            return Err(refuse(&mut ctl, e));
         }
     }
-    // Room for everything, before anything is written.
+    // Room for everything, before anything is written (files held whole already,
+    // of the size offered, need none: an upper bound is enough here).
     let need: u64 = if opts.discard {
         0
     } else {
-        targets
-            .iter()
-            .filter(|t| !t.2)
-            .map(|t| t.1.size)
-            .fold(0, u64::saturating_add)
+        targets.iter().map(|f| f.size).fold(0, u64::saturating_add)
     };
     let free = fs4::available_space(&opts.dir).map_err(TransferError::io(format!(
         "{}: free space",
         opts.dir.display()
     )))?;
+    let prepared = (|| -> Result<_, TransferError> {
+        let Some(root) = &root else {
+            // Nothing is written: every file is received, none held.
+            let plain = targets.iter().map(|f| (None, *f, false, false));
+            return Ok((plain.collect::<Vec<_>>(), vec![None; targets.len()]));
+        };
+        // The folders offered, parents first (the offer lists them so), each with
+        // its mode less the umask, as `mkdir` does; the owner keeps rwx to put the
+        // files in. A folder that exists is kept as it is.
+        for d in &dirs {
+            let mode = (d.mode.unwrap_or(0o777) & 0o777) | 0o700;
+            let parts: Vec<&str> = d.path.split('/').collect();
+            root.descend(&parts, Some(mode))
+                .map_err(TransferError::io(d.path.clone()))?;
+        }
+        // Files of a folder come together: open each folder once.
+        let mut folder: Option<(&str, Arc<DirHandle>)> = None;
+        let mut out = vec![];
+        for f in &targets {
+            let (parent, name) = f.path.rsplit_once('/').unwrap_or(("", &f.path));
+            let dir = match &folder {
+                Some((p, d)) if *p == parent => d.clone(),
+                _ => {
+                    let parts: Vec<&str> = parent.split('/').filter(|c| !c.is_empty()).collect();
+                    let d = root
+                        .descend(&parts, Some(0o777))
+                        .map_err(TransferError::io(f.path.clone()))?;
+                    folder = Some((parent, d.clone()));
+                    d
+                }
+            };
+            let place = Place::new(dir, name);
+            // A file of the size offered may be this very file, from an earlier
+            // session: it is read back and hashed, and the sender sends none of it
+            // (a re-run after an interruption sends only what is missing), or all
+            // of it if it differs and replacing was asked for. Anything else in
+            // the way is refused, unless replacing was asked for.
+            let (present, existed) = match place.dir.entry(name).map_err(place.io(name))? {
+                None => (false, false),
+                Some(Entry::File(len)) if len == f.size => (true, false),
+                Some(Entry::File(_) | Entry::Other) if opts.overwrite => (false, true),
+                Some(found) => {
+                    let what = match found {
+                        Entry::File(len) => format!("with {len} bytes, not the {} offered", f.size),
+                        Entry::Dir => "and is a folder".into(),
+                        Entry::Other => "and is not a file".into(),
+                    };
+                    // Read on both ends: the sender relays it, and `send` has no
+                    // such flag.
+                    return Err(TransferError::Protocol(format!(
+                        "`{}` exists on the receiver {what} (it replaces files only when \
+                         started as `longhaul recv --overwrite`)",
+                        f.path.escape_debug()
+                    )));
+                }
+            };
+            out.push((Some(place), *f, present, existed));
+        }
+        // What is read back before the answer: the files here already, whole, and
+        // the blocks journals say interrupted sessions kept (of the same file and
+        // block size, in a part file that is still there).
+        let plans = out
+            .iter()
+            .map(|(place, f, present, _)| {
+                let place = place.as_ref().expect("written files have places");
+                let journaled = f.size > u64::from(block_size);
+                (!present && journaled)
+                    .then(|| read_journal(place, f.size, block_size))
+                    .flatten()
+                    .filter(|_| matches!(place.dir.entry(&place.part), Ok(Some(Entry::File(_)))))
+            })
+            .collect();
+        Ok((out, plans))
+    })();
+    let (targets, plans) = match prepared {
+        Ok(t) => t,
+        Err(e) => return Err(refuse(&mut ctl, e)),
+    };
+    let need = need.saturating_sub(
+        targets
+            .iter()
+            .filter(|t| t.2)
+            .map(|t| t.1.size)
+            .fold(0, u64::saturating_add),
+    );
     if need > free {
         let e = TransferError::Protocol(format!(
             "the files need {need} bytes and {} has {free} free",
@@ -706,37 +809,7 @@ fn serve_session(
         ));
         return Err(refuse(&mut ctl, e));
     }
-    if !opts.discard {
-        // Parents first (the offer lists them so), each with its mode less the
-        // umask, as `mkdir` does; the owner keeps rwx to put the files in. A folder
-        // that exists is kept as it is.
-        for (d, mode) in &folders {
-            let mode = (mode.unwrap_or(0o777) & 0o777) | 0o700;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(mode)
-                .create(d)
-                .map_err(TransferError::io(d.display().to_string()))?;
-        }
-    }
-    let sink = Arc::new(Sink {
-        block_size,
-        block_key,
-        stored: AtomicU64::new(0),
-    });
-    // What is read back before the answer: the files here already, whole, and the
-    // blocks journals say interrupted sessions kept (of the same file and block
-    // size, in a part file that is still there).
-    let plans: Vec<Option<BTreeMap<u64, [u8; 32]>>> = targets
-        .iter()
-        .map(|(path, f, present, _)| {
-            let journaled = f.size > u64::from(block_size) && !opts.discard;
-            (!present && journaled)
-                .then(|| read_journal(&journal_path(path), f.size, block_size))
-                .flatten()
-                .filter(|_| part_path(path).exists())
-        })
-        .collect();
+    let plans: Vec<Option<BTreeMap<u64, [u8; 32]>>> = plans;
     let total = targets
         .iter()
         .zip(&plans)
@@ -750,31 +823,34 @@ fn serve_session(
         })
         .sum();
     // Reading back may fail (a file unreadable here): the sender is told why.
+    let sink = Arc::new(Sink {
+        block_size,
+        block_key,
+        stored: AtomicU64::new(0),
+    });
     let prepared = (|| -> Result<_, TransferError> {
         let mut read_back = ReadBack::new(&mut ctl, total);
         // The files held whole first, several at a time.
-        let held: Vec<(&std::path::Path, u64)> = targets
+        let held: Vec<(&Place, u64)> = targets
             .iter()
             .filter(|t| t.2)
-            .map(|t| (t.0.as_path(), t.1.size))
+            .map(|t| (t.0.as_ref().expect("held files have places"), t.1.size))
             .collect();
         let mut held_digests = digest_all_present(&held, &sink, &mut read_back)?.into_iter();
         let mut incoming = vec![];
         let mut have = vec![];
         let mut present_files = vec![];
-        let mut made_dir = None;
-        for (i, ((path, f, present, existed), kept)) in targets.into_iter().zip(plans).enumerate() {
+        for (i, ((place, f, present, existed), kept)) in targets.into_iter().zip(plans).enumerate()
+        {
             let (size, mode, mtime) = (f.size, f.mode, f.mtime);
-            let part = part_path(&path);
-            let journal_path = journal_path(&path);
+            let shown = f.path.escape_debug().to_string();
             if present {
                 let digest = held_digests.next().expect("one per file held whole");
                 have.push(vec![]);
                 present_files.push((i as u32, hex(&digest)));
                 incoming.push(Incoming {
-                    path,
-                    part,
-                    journal_path,
+                    place,
+                    shown,
                     journaled: false,
                     open: None,
                     size,
@@ -791,32 +867,21 @@ fn serve_session(
                 });
                 continue;
             }
-            let parent = path
-                .parent()
-                .expect("joined under the directory")
-                .to_path_buf();
-            // Files of a directory come together: make each directory once.
-            if !opts.discard && made_dir.as_ref() != Some(&parent) {
-                std::fs::create_dir_all(&parent)
-                    .map_err(TransferError::io(parent.display().to_string()))?;
-                made_dir = Some(parent.clone());
-            }
-            let journaled = size > u64::from(block_size) && !opts.discard;
+            let journaled = size > u64::from(block_size) && place.is_some();
             let mut hashes = BTreeMap::new();
-            if journaled {
+            if let (true, Some(p)) = (journaled, &place) {
                 // Made (or kept) here and closed again: blocks reopen it as they come.
-                let file = OpenOptions::new()
-                    .create(true)
-                    .mode(PART_MODE)
-                    .truncate(kept.is_none())
-                    .read(true)
-                    .write(true)
-                    .open(&part)
-                    .map_err(TransferError::io(part.display().to_string()))?;
-                file.set_len(size)
-                    .map_err(TransferError::io(part.display().to_string()))?;
+                let file = match kept {
+                    Some(_) => p.dir.open(&p.part, OFlags::RDWR, 0),
+                    None => p.dir.create_fresh(&p.part, PART_MODE),
+                }
+                .map_err(p.io(&p.part))?;
+                file.set_len(size).map_err(p.io(&p.part))?;
                 hashes = match kept {
-                    Some(k) => verify_kept(&file, &part, k, size, &sink, &mut read_back)?,
+                    Some(k) => {
+                        let shown = p.dir.shown(&p.part);
+                        verify_kept(&file, &shown, k, size, &sink, &mut read_back)?
+                    }
                     None => BTreeMap::new(),
                 };
                 drop(file);
@@ -826,10 +891,12 @@ fn serve_session(
                 for (o, h) in &hashes {
                     text.push_str(&journal_line(*o, h));
                 }
-                let fresh = new_journal_path(&path);
-                std::fs::write(&fresh, text)
-                    .and_then(|()| std::fs::rename(&fresh, &journal_path))
-                    .map_err(TransferError::io(journal_path.display().to_string()))?;
+                let fresh = new_journal_name(&p.name);
+                p.dir
+                    .create_fresh(&fresh, PART_MODE)
+                    .and_then(|mut j| j.write_all(text.as_bytes()))
+                    .and_then(|()| p.dir.rename(&fresh, &p.journal))
+                    .map_err(p.io(&p.journal))?;
             }
             have.push(hashes.iter().map(|(&o, h)| (o, hex(h))).collect::<Vec<_>>());
             let received = hashes
@@ -837,9 +904,8 @@ fn serve_session(
                 .map(|&o| (size - o).min(u64::from(block_size)))
                 .sum();
             incoming.push(Incoming {
-                path,
-                part,
-                journal_path,
+                place,
+                shown,
                 journaled,
                 open: None,
                 size,
@@ -878,7 +944,7 @@ fn serve_session(
 
     for (c, l) in listeners.into_iter().enumerate() {
         let cfg = UdtConnConfig {
-            socket_id: 1000 + c as u32,
+            socket_id: u32::from_be_bytes(crate::secure::random_bytes()).max(1),
             ..opts.udt
         };
         let (incoming, timeout, impair) = (incoming.clone(), opts.timeout, opts.impair);
@@ -916,8 +982,7 @@ fn serve_session(
     #[cfg(test)]
     thread::sleep(tests::PAUSE_BEFORE_DATA_PHASE.get());
     let mut session = Session {
-        dir: opts.dir.clone(),
-        discard: opts.discard,
+        root,
         incoming,
         writer,
         digests: vec![None; files.len()],
@@ -1117,6 +1182,21 @@ fn serve_session(
     })
 }
 
+/// Seconds and nanoseconds since the Unix epoch (before it, for negative seconds)
+/// as a time; `None` if out of range.
+fn system_time((secs, nanos): (i64, u32)) -> Option<std::time::SystemTime> {
+    if nanos >= 1_000_000_000 {
+        return None;
+    }
+    let epoch = std::time::UNIX_EPOCH;
+    let t = if secs >= 0 {
+        epoch.checked_add(Duration::from_secs(secs as u64))?
+    } else {
+        epoch.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
+    };
+    t.checked_add(Duration::from_nanos(u64::from(nanos)))
+}
+
 /// How often the receiver says how much it has stored.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// Verified files committed together: one `syncfs`, then their renames.
@@ -1141,11 +1221,10 @@ enum Event {
 
 /// The receiver's side of the data phase.
 struct Session {
-    dir: PathBuf,
+    /// The destination, held open; `None` when nothing is written.
+    root: Option<Arc<DirHandle>>,
     incoming: Arc<Mutex<Vec<Incoming>>>,
     writer: ControlWriter,
-    /// Nothing is written, so nothing is synced or renamed.
-    discard: bool,
     digests: Vec<Option<[u8; 32]>>,
     /// Checked: failed, or verified (in the batch, or committed).
     done: Vec<bool>,
@@ -1206,7 +1285,7 @@ impl Session {
         let (same, shown) = {
             let all = self.incoming.lock().expect("no panics hold it");
             let f = &all[i];
-            (f.present == self.digests[i], f.path.display().to_string())
+            (f.present == self.digests[i], f.shown.clone())
         };
         if same {
             self.present += 1;
@@ -1263,8 +1342,10 @@ impl Session {
             self.batch.push(i);
             return Ok(0);
         }
-        let _ = std::fs::remove_file(&f.part);
-        let _ = std::fs::remove_file(&f.journal_path);
+        if let Some(p) = &f.place {
+            let _ = p.dir.remove(&p.part);
+            let _ = p.dir.remove(&p.journal);
+        }
         drop(all);
         self.failed_files += 1;
         let _ = self.writer.send(&Msg::FileDone {
@@ -1316,24 +1397,21 @@ impl Session {
 
     /// Flushes the receiving file system (nothing, when nothing is written).
     fn sync(&self) -> Result<(), TransferError> {
-        if self.discard {
-            return Ok(());
+        match &self.root {
+            None => Ok(()),
+            Some(root) => root
+                .syncfs()
+                .map_err(TransferError::io("syncfs".to_string())),
         }
-        let root =
-            File::open(&self.dir).map_err(TransferError::io(self.dir.display().to_string()))?;
-        nix::unistd::syncfs(root.as_raw_fd())
-            .map_err(|e| TransferError::io(format!("{}: syncfs", self.dir.display()))(e.into()))
     }
 
     /// Renames verified file `i` into place and drops its journal.
     fn place(&mut self, i: usize) -> Result<(), TransferError> {
-        let (part, path, journal, journaled, size, mode, mtime, replacing) = {
+        let (place, journaled, size, mode, mtime, replacing) = {
             let all = self.incoming.lock().expect("no panics hold it");
             let f = &all[i];
             (
-                f.part.clone(),
-                f.path.clone(),
-                f.journal_path.clone(),
+                f.place.clone(),
                 f.journaled,
                 f.size,
                 f.mode,
@@ -1341,38 +1419,30 @@ impl Session {
                 f.replacing,
             )
         };
-        if !self.discard {
-            let io = |p: &PathBuf| TransferError::io(p.display().to_string());
-            if size == 0 {
+        if let Some(p) = place {
+            let file = if size == 0 {
                 // No block came to make it.
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(PART_MODE)
-                    .open(&part)
-                    .map_err(io(&part))?;
+                p.dir.create_fresh(&p.part, PART_MODE)
+            } else {
+                p.dir.open_read(&p.part)
             }
-            // Its own mode only now that it is whole and checked. A file system
-            // without Unix modes (vfat, some CIFS mounts) refuses: the bytes are
-            // what was asked for, so the file goes in place all the same.
-            let _ = std::fs::set_permissions(&part, std::fs::Permissions::from_mode(mode));
+            .map_err(p.io(&p.part))?;
+            // Its own mode only now that it is whole and checked, set on the
+            // descriptor (fchmod). A file system without Unix modes (vfat, some
+            // CIFS mounts) refuses: the bytes are what was asked for, so the file
+            // goes in place all the same.
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
             // And the sender's modification time, as `cp -p` and `rsync -t` give it
-            // (every block is written, so nothing moves it again). A file system
-            // that cannot keep it keeps its own: the bytes are what matter.
-            if let Some((secs, nanos)) = mtime.filter(|t| t.1 < 1_000_000_000) {
-                let _ = nix::sys::stat::utimensat(
-                    None,
-                    &part,
-                    &nix::sys::time::TimeSpec::UTIME_OMIT,
-                    &nix::sys::time::TimeSpec::new(secs, i64::from(nanos)),
-                    nix::sys::stat::UtimensatFlags::NoFollowSymlink,
-                );
+            // (every block is written, so nothing moves it again), by futimens. A
+            // file system that cannot keep it keeps its own.
+            if let Some(t) = mtime.and_then(system_time) {
+                let _ = file.set_times(std::fs::FileTimes::new().set_modified(t));
             }
-            std::fs::rename(&part, &path).map_err(io(&path))?;
-        }
-        if journaled {
-            let _ = std::fs::remove_file(&journal);
+            drop(file);
+            p.dir.rename(&p.part, &p.name).map_err(p.io(&p.name))?;
+            if journaled {
+                let _ = p.dir.remove(&p.journal);
+            }
         }
         self.ok_files += 1;
         self.replaced += usize::from(replacing);
@@ -1461,7 +1531,12 @@ fn store(
     let mut all = incoming.lock().expect("no panics hold it");
     let f = &mut all[b.file as usize];
     let noted = written
-        .map_err(|e| TransferError::io(f.part.display().to_string())(e))
+        .map_err(|e| {
+            let shown = f.place.as_ref().map_or(f.shown.clone(), |p| {
+                p.dir.shown(&p.part).display().to_string()
+            });
+            TransferError::io(shown)(e)
+        })
         .and_then(|()| f.note_written(b.offset, u64::from(b.len), &hash));
     if let Err(e) = noted {
         // Not journaled, so a resume sends it again.
@@ -1855,9 +1930,8 @@ mod tests {
             sizes
                 .iter()
                 .map(|&size| Incoming {
-                    path: PathBuf::new(),
-                    part: PathBuf::new(),
-                    journal_path: PathBuf::new(),
+                    place: None,
+                    shown: String::new(),
                     journaled: false,
                     open: None,
                     size,
@@ -1943,14 +2017,14 @@ mod tests {
     #[test]
     fn a_block_being_written_does_not_hold_up_the_other_channels() {
         let dir = tempfile::tempdir().unwrap();
-        let part = dir.path().join("part");
-        let journal_path = dir.path().join("journal");
+        let place = Place::new(DirHandle::open_root(dir.path()).unwrap(), "f");
+        let part = dir.path().join(&place.part);
+        let journal_path = dir.path().join(&place.journal);
         std::fs::write(&part, [0u8; 200]).unwrap();
         std::fs::write(&journal_path, "longhaul-journal 1 200 100\n").unwrap();
         let incoming = Arc::new(Mutex::new(vec![Incoming {
-            path: dir.path().join("f"),
-            part: part.clone(),
-            journal_path: journal_path.clone(),
+            place: Some(place),
+            shown: "f".into(),
             journaled: true,
             mode: 0o644,
             open: None,

@@ -374,3 +374,70 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rate-limit"));
 }
+
+/// A capture of an encrypted session through the emulator holds neither the file's
+/// name nor a marker placed all through its contents; the same session sent with
+/// `--no-encryption` shows the marker in its data packets (so the search would find
+/// it), while the name, on the always-encrypted control channel, stays hidden.
+#[test]
+fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let name = "secret-name-7f3a.bin";
+    let marker = b"MARKER-Q7Z";
+    let mut data = vec![0u8; 600_000];
+    for (i, c) in data.chunks_mut(40).enumerate() {
+        c[..marker.len()].copy_from_slice(marker);
+        c[marker.len()..].fill(i as u8);
+    }
+    std::fs::write(dir.path().join(name), &data).unwrap();
+    let bin = env!("CARGO_BIN_EXE_longhaul");
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    for encrypt in [true, false] {
+        let out = dir.path().join(format!("out-{encrypt}"));
+        let pcap = dir.path().join(format!("cap-{encrypt}.pcap"));
+        let flag = if encrypt { "" } else { " --no-encryption" };
+        let mut send = vec![bin, "send", "--channels", "2"];
+        if !encrypt {
+            send.push("--no-encryption");
+        }
+        let o = Command::new(bin)
+            .args([
+                "emu",
+                "--rate",
+                "100Mbps",
+                "--rtt",
+                "10ms",
+                "--duration",
+                "60s",
+            ])
+            .arg("--pcap")
+            .arg(&pcap)
+            .arg("--server")
+            .arg(format!("{bin} recv{flag} {}", out.display()))
+            .arg("--")
+            .args(&send)
+            .arg(dir.path().join(name))
+            .arg("10.77.0.2")
+            .env(
+                "LONGHAUL_TOKEN",
+                "pcap-test-0123456789abcdef0123456789abcdef",
+            )
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::read(out.join(name)).unwrap(), data);
+        let cap = std::fs::read(&pcap).unwrap();
+        assert!(cap.len() > 100_000, "the capture holds the session");
+        assert!(
+            !find(&cap, name.as_bytes()),
+            "the name is in the capture ({encrypt})"
+        );
+        assert_eq!(
+            find(&cap, marker),
+            !encrypt,
+            "the marker, encrypted: {encrypt}"
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! Which block goes next, on which channel: the lanes (channel groups), each file's
+//! hashes and verdict, and what the receiver already holds.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use longhaul_proto::transfer::{BlockRepr, FileBlocks};
+
+/// One file's progress on the sending side.
+pub(super) struct FileState {
+    /// Block hashes by block number (the digest hashes them in order); dropped once
+    /// the digest is sent.
+    pub(super) hashes: Vec<[u8; 32]>,
+    /// Blocks hashed so far.
+    pub(super) hashed: usize,
+    /// Offsets of blocks the receiver held that differ here, sent again: they go
+    /// with the digest, so the receiver does not check the file with its old copies.
+    pub(super) changed: Vec<u64>,
+    /// Size and modification time when a lane took the file, before any block of it
+    /// was read (`None` for the generated file, or if it could not be read).
+    pub(super) stamp: Option<(u64, std::time::SystemTime)>,
+    /// The receiver's verdict, once it came.
+    pub(super) done: Option<bool>,
+    /// Written to while its blocks were read.
+    pub(super) modified: bool,
+    /// Sent whole to replace the receiver's copy, held whole with other contents.
+    pub(super) replaced: bool,
+}
+
+/// A group of channels working on one file at a time.
+#[derive(Default)]
+pub(super) struct Lane {
+    pub(super) blocks: Option<FileBlocks>,
+    /// The file the lane took last.
+    pub(super) file: Option<usize>,
+    /// Whether the lane has started waiting for that file's verdict.
+    pub(super) waiting: bool,
+}
+
+/// A file's size and modification time, to tell whether it was written to.
+pub(super) fn file_stamp(p: &Path) -> Option<(u64, std::time::SystemTime)> {
+    if p.as_os_str().is_empty() {
+        return None; // the generated file
+    }
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
+/// What every channel thread shares: which blocks go next, and the files' state.
+pub(super) struct Sched {
+    pub(super) next_file: usize,
+    pub(super) lanes: Vec<Lane>,
+    pub(super) files: Vec<FileState>,
+    pub(super) sizes: Vec<u64>,
+    pub(super) block_size: u32,
+    pub(super) pipelining: bool,
+    /// Per file, the blocks the receiver holds already: their hashes by offset.
+    pub(super) have: Vec<HashMap<u64, [u8; 32]>>,
+    /// Per file, the digest of the copy the receiver holds whole already
+    /// (`Accept.present`): none of its blocks is sent, only hashed for the digest.
+    pub(super) present: Vec<Option<[u8; 32]>>,
+    /// The receiver replaces files (`Accept.replace`): one it holds whole whose
+    /// contents differ is sent whole once its digest shows it.
+    pub(super) replace: bool,
+    /// Files to send whole after all (they differ at the receiver, which
+    /// replaces them), before the next file of the offer.
+    pub(super) redo: std::collections::VecDeque<usize>,
+    /// Files the receiver holds whole whose contents differ from this side's
+    /// (indices), and which it does not replace: not sent.
+    pub(super) differ: Vec<usize>,
+    pub(super) sources: Arc<Vec<PathBuf>>,
+    /// Blocks handed out to be sent, and the most that may be (a test's crash).
+    pub(super) handed: u64,
+    pub(super) limit: u64,
+    pub(super) confirmation_waits: u64,
+    /// Set when the session is over for the channels: the control channel failed
+    /// or every verdict is in.
+    pub(super) abort: Option<String>,
+    pub(super) log: Option<File>,
+}
+
+/// What a channel should do next.
+pub(super) enum Next {
+    /// Send this block; or, if the receiver holds it (with this hash), only hash it,
+    /// and send it only if it differs. The flag: the receiver holds the whole file.
+    Block(BlockRepr, Option<[u8; 32]>, bool),
+    /// Wait for the receiver to confirm the lane's last file, then ask again.
+    Wait,
+    /// Nothing is left for this lane.
+    Done,
+}
+
+impl Sched {
+    pub(super) fn next(&mut self, lane: usize, channel: usize) -> Next {
+        loop {
+            if self.abort.is_some() {
+                return Next::Done;
+            }
+            let l = &mut self.lanes[lane];
+            if let Some(b) = l.blocks.as_mut().and_then(Iterator::next) {
+                let held = self
+                    .have
+                    .get(b.file as usize)
+                    .and_then(|h| h.get(&b.offset))
+                    .copied();
+                let whole = self.present[b.file as usize].is_some();
+                if held.is_none() && !whole {
+                    if self.handed == self.limit {
+                        return Next::Done;
+                    }
+                    self.hand_out(&b, channel);
+                }
+                return Next::Block(b, held, whole);
+            }
+            // A file to send whole after all goes first, whatever else waits: the
+            // lane may be waiting for its very verdict.
+            if let Some(f) = self.redo.pop_front() {
+                self.take(lane, f);
+                continue;
+            }
+            if self.next_file >= self.sizes.len() {
+                return Next::Done;
+            }
+            if !self.pipelining {
+                if let Some(f) = l.file {
+                    if self.files[f].done.is_none() {
+                        if !l.waiting {
+                            l.waiting = true;
+                            self.confirmation_waits += 1;
+                        }
+                        return Next::Wait;
+                    }
+                }
+            }
+            let f = self.next_file;
+            self.next_file += 1;
+            self.take(lane, f);
+        }
+    }
+
+    /// `lane` starts on file `f`: its blocks from the first.
+    pub(super) fn take(&mut self, lane: usize, f: usize) {
+        self.files[f].stamp = file_stamp(&self.sources[f]);
+        let l = &mut self.lanes[lane];
+        l.blocks = Some(FileBlocks::new(f as u32, self.sizes[f], self.block_size));
+        l.file = Some(f);
+        l.waiting = false;
+    }
+
+    /// Block `b` goes out on `channel`: counted and logged.
+    pub(super) fn hand_out(&mut self, b: &BlockRepr, channel: usize) {
+        self.handed += 1;
+        self.log(format_args!(
+            "block {} {} {} {channel}",
+            b.file, b.offset, b.len
+        ));
+    }
+
+    /// Block `b`, which the receiver holds, differs here: it goes out on `channel`
+    /// after all, and the file's digest will say so.
+    pub(super) fn changed(&mut self, b: &BlockRepr, channel: usize) {
+        self.hand_out(b, channel);
+        self.files[b.file as usize].changed.push(b.offset);
+    }
+
+    /// One line to the block log, written whole (a crash leaves whole lines).
+    pub(super) fn log(&mut self, line: std::fmt::Arguments) {
+        if let Some(f) = &mut self.log {
+            let _ = f.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+
+    /// Records block `b`'s hash; returns the file's digest, and the held blocks
+    /// that changed, once every block of it is hashed (at most once per file, but
+    /// for a file the receiver replaces: see below). Then it also notes whether
+    /// the file was written to while its blocks were read.
+    pub(super) fn hashed(&mut self, b: &BlockRepr, hash: [u8; 32]) -> Option<Digest> {
+        let i = b.file as usize;
+        let f = &mut self.files[i];
+        f.hashes[(b.offset / u64::from(self.block_size)) as usize] = hash;
+        f.hashed += 1;
+        if f.hashed < f.hashes.len() {
+            return None;
+        }
+        if f.stamp.is_some() && f.stamp != file_stamp(&self.sources[i]) {
+            self.files[i].modified = true;
+        }
+        let digest = digest_of(std::mem::take(&mut self.files[i].hashes));
+        if self.present[i].is_some_and(|theirs| theirs != digest) {
+            if !self.replace {
+                // Another file of this name and size there: not sent, not replaced.
+                self.differ.push(i);
+            } else {
+                // Another file there, which the receiver replaces: every block
+                // goes now, and the digest after them. The first reading was
+                // only hashed.
+                self.present[i] = None;
+                let f = &mut self.files[i];
+                f.replaced = true;
+                f.hashes =
+                    vec![[0; 32]; self.sizes[i].div_ceil(u64::from(self.block_size)) as usize];
+                f.hashed = 0;
+                self.redo.push_back(i);
+                return None;
+            }
+        }
+        Some(Digest {
+            digest,
+            changed: std::mem::take(&mut self.files[i].changed),
+            replaced: self.files[i].replaced,
+        })
+    }
+}
+
+/// What a file's `Digest` message says.
+pub(super) struct Digest {
+    pub(super) digest: [u8; 32],
+    /// Held blocks that changed, sent again.
+    pub(super) changed: Vec<u64>,
+    /// Sent whole to replace the receiver's copy.
+    pub(super) replaced: bool,
+}
+
+/// A file's digest: BLAKE3 over its blocks' hashes in order.
+pub(super) fn digest_of(hashes: Vec<[u8; 32]>) -> [u8; 32] {
+    let mut d = blake3::Hasher::new();
+    for h in &hashes {
+        d.update(h);
+    }
+    *d.finalize().as_bytes()
+}
+
+/// What the channel threads and the verdict thread share. (A channel waiting for a
+/// verdict polls it every millisecond rather than sleeping on a condition: it has to
+/// keep driving its UDT socket meanwhile.)
+pub(super) type Shared = Arc<Mutex<Sched>>;

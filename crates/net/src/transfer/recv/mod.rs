@@ -1,33 +1,35 @@
 //! The receiving side: [`listen`] admits senders (handshakes, bounded work before
 //! authentication); this module serves a session's offer, channels and commits.
 
+mod channels;
+mod incoming;
 mod listen;
+mod readback;
+mod session;
 
+use channels::{accept_sender, serve_channel, serve_control, Door};
+use incoming::{final_mode, journal_line, read_journal, Incoming, Place, Sink, PART_MODE};
 use listen::Authenticated;
 pub use listen::{Log, Server, MAX_PENDING, MAX_PER_SOURCE, PRE_AUTH_DEADLINE};
+use readback::{digest_all_present, verify_kept, ReadBack};
+use session::{Event, Session, COMMIT_BATCH, DRAIN_QUIET, MAX_REFETCH, PROGRESS_EVERY};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
-use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use longhaul_proto::transfer::{BlockRepr, HEADER_LEN};
 use longhaul_proto::udt::UdtConnConfig;
-use longhaul_wire::block::BlockPacket;
 
 use super::beneath::{DirHandle, Entry};
-use super::channel::{DataChannel, Listener, Seal, Transport};
-use super::control::{hex, unhex, Control, ControlReader, ControlWriter, Msg, Side};
-use super::{
-    journal_name, name_clash, new_journal_name, part_name, safe_join, safe_join_dir, NameClash,
-    TransferError, END_OF_CHANNEL,
-};
+use super::channel::{Listener, Seal, Transport};
+use super::control::{hex, unhex, Control, Msg, Side};
+use super::{name_clash, new_journal_name, safe_join, safe_join_dir, NameClash, TransferError};
 use crate::clock::Clock;
 use crate::Impairment;
 use nix::fcntl::{Flock, FlockArg};
@@ -62,6 +64,8 @@ pub struct RecvOptions {
     /// The most buffer memory a session may take here ([`super::MEMORY_CAP`] by
     /// default); a larger offer is refused before anything is set up.
     pub memory_cap: u64,
+    /// Delays a test injects to open race windows; none by default.
+    pub hooks: Hooks,
     /// Ports the data channels listen on (a firewall's opening, as GridFTP's
     /// `GLOBUS_TCP_PORT_RANGE`): the first free ones, one per channel. `None`: ports
     /// the system picks.
@@ -86,6 +90,32 @@ impl RecvOptions {
             impair: None,
             memory_cap: super::MEMORY_CAP,
             data_ports: None,
+            hooks: Hooks::default(),
+        }
+    }
+}
+
+/// Delays a test can inject into a receiver to open race windows (none by
+/// default), instead of sleeps compiled into test builds only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hooks {
+    /// After the channel threads start, before the data phase begins: blocks are
+    /// then stored before the session looks.
+    pub pause_before_data_phase: Duration,
+    /// Between claiming a block and writing it: another channel's block of the
+    /// same file is stored meanwhile.
+    pub pause_before_write: Duration,
+    /// How often a receiver reading back what it holds tells the sender
+    /// ([`readback::CHECKING_EVERY`] by default).
+    pub checking_every: Duration,
+}
+
+impl Default for Hooks {
+    fn default() -> Self {
+        Hooks {
+            pause_before_data_phase: Duration::ZERO,
+            pause_before_write: Duration::ZERO,
+            checking_every: readback::CHECKING_EVERY,
         }
     }
 }
@@ -116,411 +146,6 @@ pub struct RecvSummary {
 /// Most channels and the largest block a sender may ask for.
 const MAX_CHANNELS: u16 = 256;
 const MAX_BLOCK: u32 = 256 << 20;
-
-/// Where a received file goes: its folder, held open ([`DirHandle`]), and its
-/// names there. Every operation on the file goes through the handle.
-#[derive(Debug, Clone)]
-struct Place {
-    dir: Arc<DirHandle>,
-    name: String,
-    /// The part file's name ([`super::WORKING_SUFFIXES`]).
-    part: String,
-    /// The journal's name: blocks written and checked, one line each, so that a
-    /// new session can resume.
-    journal: String,
-}
-
-impl Place {
-    fn new(dir: Arc<DirHandle>, name: &str) -> Self {
-        Place {
-            part: part_name(name),
-            journal: journal_name(name),
-            name: name.to_string(),
-            dir,
-        }
-    }
-
-    fn io(&self, name: &str) -> impl FnOnce(std::io::Error) -> TransferError {
-        TransferError::io(self.dir.shown(name).display().to_string())
-    }
-}
-
-/// One file being received.
-struct Incoming {
-    /// Where it goes; `None` when nothing is written ([`RecvOptions::discard`]).
-    place: Option<Place>,
-    /// Its name, as shown to the user.
-    shown: String,
-    /// Whether the file has a journal: only files of more than one block. A file of
-    /// one block is all or nothing, so a journal would save nothing and cost two
-    /// file creations and a deletion per small file.
-    journaled: bool,
-    /// The part file and the journal, open only while blocks of the file arrive
-    /// (closed once it is complete, so many small files do not exhaust descriptors).
-    /// The part file is shared: channels write their blocks of it at the same time,
-    /// each without the session's lock (see [`store`]).
-    open: Option<(Arc<File>, Option<File>)>,
-    size: u64,
-    received: u64,
-    /// Block hashes by offset.
-    hashes: BTreeMap<u64, [u8; 32]>,
-    /// Offsets of blocks kept from an interrupted session (in `hashes`) that the
-    /// sender may still replace: its copy differs (the file changed since). While a
-    /// replacement is being written the file is not whole, so it is not checked.
-    kept: HashSet<u64>,
-    /// Blocks that arrived damaged and were stored when sent again.
-    refetched: u64,
-    /// Checked and dropped, not written ([`RecvOptions::discard`]).
-    discard: bool,
-    /// Permission bits the file gets when it is put in place ([`final_mode`]).
-    mode: u32,
-    /// The sender's modification time, which the file gets when it is put in
-    /// place: seconds and nanoseconds since the Unix epoch.
-    mtime: Option<(i64, u32)>,
-    /// Here whole already, of the size offered (`Accept.present`): its digest,
-    /// read back from the file itself. None of its blocks may arrive; the
-    /// sender's digest alone decides: the same file, or another that is left as
-    /// it is, or replaced whole ([`Incoming::start_replacing`]).
-    present: Option<[u8; 32]>,
-    /// Whether a file held whole may be replaced (`recv --overwrite`).
-    replace: bool,
-    /// Put in place over a file here (`--overwrite`): one of another size, or
-    /// one held whole whose blocks come after all.
-    replacing: bool,
-}
-
-/// Permission bits of a part file: its owner's only, whatever the file's own will
-/// be, so a partial copy of a private file is never readable by others, and the
-/// receiver can always write it.
-const PART_MODE: u32 = 0o600;
-
-/// The permission bits a received file gets: the sender's (or, if it gave none,
-/// a new file's `0o666`) less this process's umask, as `cp` and `scp` give a new
-/// file, without setuid, setgid or sticky bits.
-fn final_mode(offered: Option<u32>) -> u32 {
-    offered.unwrap_or(0o666) & 0o777 & !umask()
-}
-
-/// This process's umask, read from `/proc/self/status` (`umask(2)` can only read
-/// it by setting it, which races with other threads); `0o022` if unreadable.
-fn umask() -> u32 {
-    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *UMASK.get_or_init(|| {
-        std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                let line = s.lines().find(|l| l.starts_with("Umask:"))?;
-                u32::from_str_radix(line["Umask:".len()..].trim(), 8).ok()
-            })
-            .unwrap_or(0o022)
-    })
-}
-
-impl Incoming {
-    /// A file held whole that differs at the sender, which sends it whole to
-    /// replace it (`recv --overwrite`): from now on it is received like any file,
-    /// into its part file, and put in place over the one here. Called by its
-    /// first block or its digest, whichever comes first (they travel on different
-    /// connections). False if it may not be replaced.
-    fn start_replacing(&mut self) -> bool {
-        if self.present.is_none() {
-            return true;
-        }
-        if !self.replace {
-            return false;
-        }
-        self.present = None;
-        self.replacing = true;
-        self.received = 0;
-        true
-    }
-
-    /// The part file, for a block to be written into it: opened (with the journal)
-    /// by the first block that finds it closed, and kept open until the file is
-    /// whole.
-    fn part_file(&mut self) -> Result<Arc<File>, TransferError> {
-        if let Some((file, _)) = &self.open {
-            return Ok(Arc::clone(file));
-        }
-        let p = self
-            .place
-            .as_ref()
-            .expect("only written files have part files");
-        // A journaled part file was made at the offer; a one-block file's part is
-        // made by its block.
-        let file = if self.journaled {
-            p.dir.open(&p.part, OFlags::WRONLY, 0)
-        } else {
-            p.dir.create_fresh(&p.part, PART_MODE)
-        }
-        .map_err(p.io(&p.part))?;
-        let journal = if self.journaled {
-            Some(
-                p.dir
-                    .open(&p.journal, OFlags::WRONLY | OFlags::APPEND, 0)
-                    .map_err(p.io(&p.journal))?,
-            )
-        } else {
-            None
-        };
-        let file = Arc::new(file);
-        self.open = Some((Arc::clone(&file), journal));
-        Ok(file)
-    }
-
-    /// `len` bytes at `offset`, with hash `hash`, are in the part file (or, when
-    /// discarding, were checked): journals the block and counts it. The file is
-    /// closed once whole.
-    fn note_written(&mut self, offset: u64, len: u64, hash: &[u8]) -> Result<(), TransferError> {
-        if let Some((_, Some(journal))) = &mut self.open {
-            // One write per line: a crash leaves whole lines (and at worst a torn
-            // last one, which a resume ignores). The data was written first; a
-            // resume re-reads and re-hashes every journaled block anyway, so a
-            // power cut that kept the line but not the data costs a re-send, not
-            // a wrong file, and no fsync is needed per block.
-            let p = self.place.as_ref().expect("a journal is in a place");
-            journal
-                .write_all(journal_line(offset, hash).as_bytes())
-                .map_err(p.io(&p.journal))?;
-        }
-        self.received += len;
-        if self.received == self.size {
-            self.open = None;
-        }
-        Ok(())
-    }
-}
-
-/// The blocks a journal records for a file of `size` bytes in `block_size` blocks,
-/// or `None` if there is none or it belongs to another file or block size. A
-/// torn last line (a crash while writing it) is ignored.
-fn read_journal(p: &Place, size: u64, block_size: u32) -> Option<BTreeMap<u64, [u8; 32]>> {
-    let mut text = String::new();
-    // A journal that is not a file (a planted link) is no journal.
-    p.dir
-        .open_read(&p.journal)
-        .ok()?
-        .take(64 << 20)
-        .read_to_string(&mut text)
-        .ok()?;
-    let mut lines = text.lines();
-    if lines.next()? != format!("longhaul-journal 1 {size} {block_size}") {
-        return None;
-    }
-    let mut out = BTreeMap::new();
-    for l in lines {
-        let Some((o, h)) = l.split_once(' ') else {
-            break;
-        };
-        let (Ok(o), Some(h)) = (
-            o.parse::<u64>(),
-            unhex(h).and_then(|h| <[u8; 32]>::try_from(h).ok()),
-        ) else {
-            break;
-        };
-        if o >= size || o % u64::from(block_size) != 0 {
-            return None;
-        }
-        out.insert(o, h);
-    }
-    Some(out)
-}
-
-/// A journal's line for the checked block at `offset` (what [`read_journal`] reads).
-fn journal_line(offset: u64, hash: &[u8]) -> String {
-    format!("{offset} {}\n", hex(hash))
-}
-
-/// The journaled blocks of a part file that still match their hashes: each is read
-/// back and hashed, so a resume never trusts bytes a crash (or a power cut before
-/// the page cache reached the disk) may have lost. Costs one read of what is kept.
-fn verify_kept(
-    file: &File,
-    part: &std::path::Path,
-    kept: BTreeMap<u64, [u8; 32]>,
-    size: u64,
-    sink: &Sink,
-    read_back: &mut ReadBack,
-) -> Result<BTreeMap<u64, [u8; 32]>, TransferError> {
-    let mut good = BTreeMap::new();
-    let offsets = kept.keys().copied().collect::<Vec<_>>();
-    let mut told = |n| read_back.add(n);
-    hash_blocks(file, part, &offsets, size, sink, &mut told, |o, h| {
-        if kept[&o] == h {
-            good.insert(o, h);
-        }
-    })?;
-    Ok(good)
-}
-
-/// The digest of a file here whole already ([`Incoming::present`]), computed as
-/// the sender computes its own: BLAKE3 over its blocks' hashes in order.
-fn digest_present(
-    p: &Place,
-    size: u64,
-    sink: &Sink,
-    read: &AtomicU64,
-) -> Result<[u8; 32], TransferError> {
-    let block_size = sink.block_size;
-    let path = p.dir.shown(&p.name);
-    let file = p.dir.open_read(&p.name).map_err(p.io(&p.name))?;
-    let offsets: Vec<u64> = (0..size).step_by(block_size as usize).collect();
-    let mut d = blake3::Hasher::new();
-    let mut count = |n| {
-        read.fetch_add(n, Ordering::Relaxed);
-        Ok(())
-    };
-    hash_blocks(&file, &path, &offsets, size, sink, &mut count, |_, h| {
-        d.update(&h);
-    })?;
-    Ok(*d.finalize().as_bytes())
-}
-
-/// The digests of the files held whole ([`digest_present`]), each a path and a
-/// size, read back by several threads at once: a tree sent again is read back
-/// whole before the answer, and reads in flight together go faster from a disk
-/// that queues them (and a file system that reads ahead per file), and spread the
-/// hashing over the cores. `read_back` hears of the bytes read as they go.
-fn digest_all_present(
-    files: &[(&Place, u64)],
-    sink: &Sink,
-    read_back: &mut ReadBack,
-) -> Result<Vec<[u8; 32]>, TransferError> {
-    let block_size = sink.block_size;
-    // Each reader holds a block: their buffers stay within READ_BACK_MEMORY, as
-    // long as one block is (the session's cap counts a block per channel).
-    let threads = (READ_BACK_MEMORY / u64::from(block_size).max(1))
-        .clamp(1, READ_BACK_THREADS as u64) as usize;
-    let threads = threads.min(files.len());
-    let next = AtomicUsize::new(0);
-    let read = AtomicU64::new(0);
-    let failed = AtomicBool::new(false);
-    let mut digests = vec![None; files.len()];
-    let (done, results) = mpsc::channel();
-    let told: Result<(), TransferError> = thread::scope(|s| {
-        for _ in 0..threads {
-            let done = done.clone();
-            let (next, read, failed) = (&next, &read, &failed);
-            s.spawn(move || loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= files.len() || failed.load(Ordering::Relaxed) {
-                    return;
-                }
-                let (place, size) = files[k];
-                let r = digest_present(place, size, sink, read);
-                failed.fetch_or(r.is_err(), Ordering::Relaxed);
-                if done.send((k, r)).is_err() {
-                    return;
-                }
-            });
-        }
-        drop(done);
-        // This thread tells the sender how far the others got, about once a
-        // [`CHECKING_EVERY`], until every file is read or one fails.
-        let mut counted = 0;
-        let told = loop {
-            let got = results.recv_timeout(Duration::from_millis(100));
-            let now = read.load(Ordering::Relaxed);
-            if let Err(e) = read_back.add(now - counted) {
-                break Err(e);
-            }
-            counted = now;
-            match got {
-                Ok((k, Ok(d))) => digests[k] = Some(d),
-                Ok((_, Err(e))) => break Err(e),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
-            }
-        };
-        // A failure here or there stops the readers at their next file (the
-        // scope joins them).
-        failed.store(true, Ordering::Relaxed);
-        told
-    });
-    told?;
-    Ok(digests
-        .into_iter()
-        .map(|d| d.expect("every file read back"))
-        .collect())
-}
-
-/// Threads that read back the files held whole: more than the cores, since they
-/// mostly wait for the disk, whose queue they keep full.
-const READ_BACK_THREADS: usize = 8;
-/// The most the readers' block buffers may take together: 8 readers of 4 MiB
-/// blocks (the default), 1 of 64 MiB blocks or more.
-const READ_BACK_MEMORY: u64 = 64 << 20;
-
-/// Reads the blocks of `file` (`shown` in errors) at `offsets` and hands each one's
-/// BLAKE3 hash to `each`, and the bytes read to `count`.
-fn hash_blocks(
-    file: &File,
-    shown: &std::path::Path,
-    offsets: &[u64],
-    size: u64,
-    sink: &Sink,
-    count: &mut dyn FnMut(u64) -> Result<(), TransferError>,
-    mut each: impl FnMut(u64, [u8; 32]),
-) -> Result<(), TransferError> {
-    let block_size = sink.block_size;
-    let mut buf = vec![0u8; (block_size as u64).min(size) as usize];
-    for &o in offsets {
-        let n = (size - o).min(u64::from(block_size)) as usize;
-        file.read_exact_at(&mut buf[..n], o)
-            .map_err(TransferError::io(shown.display().to_string()))?;
-        each(
-            o,
-            *blake3::keyed_hash(&sink.block_key, &buf[..n]).as_bytes(),
-        );
-        count(n as u64)?;
-    }
-    Ok(())
-}
-
-/// How often the receiver tells a waiting sender how far it has read back.
-const CHECKING_EVERY: Duration = Duration::from_secs(1);
-
-/// What the receiver reads back before it answers an offer, told to the sender
-/// about every [`CHECKING_EVERY`] (`Msg::Checking`): a sender waiting for `Accept`
-/// while terabytes are read would otherwise take the silence for a dead peer.
-struct ReadBack<'a> {
-    ctl: &'a mut Control,
-    total: u64,
-    done: u64,
-    clock: Clock,
-    /// When the last message went, ns on `clock`.
-    told: u64,
-}
-
-impl<'a> ReadBack<'a> {
-    fn new(ctl: &'a mut Control, total: u64) -> Self {
-        ReadBack {
-            ctl,
-            total,
-            done: 0,
-            clock: Clock::new(),
-            told: 0,
-        }
-    }
-
-    /// `n` more bytes read back.
-    fn add(&mut self, n: u64) -> Result<(), TransferError> {
-        self.done += n;
-        let now = self.clock.now().as_nanos();
-        #[cfg(not(test))]
-        let every = CHECKING_EVERY;
-        #[cfg(test)]
-        let every = tests::CHECKING_EVERY.get();
-        if now - self.told >= every.as_nanos() as u64 {
-            self.told = now;
-            self.ctl.send(&Msg::Checking {
-                bytes: self.done,
-                total: self.total,
-            })?;
-        }
-        Ok(())
-    }
-}
 
 /// One session per directory: an exclusive lock on `opts.dir` (flock(2), so it goes
 /// with the process, even killed, and leaves no file behind), held until the last
@@ -574,25 +199,6 @@ fn bind_data_ports(
         }
     }
     Ok(listeners)
-}
-
-/// Reads exactly `buf.len()` bytes; `Ok(false)` if the stream ended before the
-/// first byte.
-fn read_exact(s: &mut DataChannel, buf: &mut [u8]) -> Result<bool, TransferError> {
-    let mut got = 0;
-    while got < buf.len() {
-        let n = s.read(&mut buf[got..])?;
-        if n == 0 {
-            if got == 0 {
-                return Ok(false);
-            }
-            return Err(TransferError::Protocol(
-                "a data channel ended inside a block".into(),
-            ));
-        }
-        got += n;
-    }
-    Ok(true)
 }
 
 /// Serves one session: authenticates a sender, takes its files into `opts.dir`.
@@ -827,9 +433,10 @@ fn serve_session(
         block_size,
         block_key,
         stored: AtomicU64::new(0),
+        pause_before_write: opts.hooks.pause_before_write,
     });
     let prepared = (|| -> Result<_, TransferError> {
-        let mut read_back = ReadBack::new(&mut ctl, total);
+        let mut read_back = ReadBack::new(&mut ctl, total, opts.hooks.checking_every);
         // The files held whole first, several at a time.
         let held: Vec<(&Place, u64)> = targets
             .iter()
@@ -979,8 +586,9 @@ fn serve_session(
     drop(events);
     // A receiver thread slow to get here (a loaded machine) finds blocks already
     // stored; the tests make it slow on purpose.
-    #[cfg(test)]
-    thread::sleep(tests::PAUSE_BEFORE_DATA_PHASE.get());
+    if !opts.hooks.pause_before_data_phase.is_zero() {
+        thread::sleep(opts.hooks.pause_before_data_phase); // a test's race window
+    }
     let mut session = Session {
         root,
         incoming,
@@ -1182,568 +790,17 @@ fn serve_session(
     })
 }
 
-/// Seconds and nanoseconds since the Unix epoch (before it, for negative seconds)
-/// as a time; `None` if out of range.
-fn system_time((secs, nanos): (i64, u32)) -> Option<std::time::SystemTime> {
-    if nanos >= 1_000_000_000 {
-        return None;
-    }
-    let epoch = std::time::UNIX_EPOCH;
-    let t = if secs >= 0 {
-        epoch.checked_add(Duration::from_secs(secs as u64))?
-    } else {
-        epoch.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
-    };
-    t.checked_add(Duration::from_nanos(u64::from(nanos)))
-}
-
-/// How often the receiver says how much it has stored.
-const PROGRESS_EVERY: Duration = Duration::from_millis(100);
-/// Verified files committed together: one `syncfs`, then their renames.
-const COMMIT_BATCH: usize = 4096;
-/// Times a damaged block is fetched again before the session gives up.
-const MAX_REFETCH: u32 = 3;
-/// After a failure, how long the channels may go without news before the
-/// receiver stops waiting for them.
-const DRAIN_QUIET: Duration = Duration::from_secs(3);
-
-/// What the channel and control threads tell the session.
-enum Event {
-    /// A control message (a digest), or the control channel's end.
-    Ctl(Result<Msg, TransferError>),
-    /// Every block of a file is written and checked.
-    Written(usize),
-    /// A block failed its hash: (file, offset, length).
-    Corrupt(u32, u64, u32),
-    /// A data channel ended (its last block is in), or failed.
-    ChannelEnded(Result<(), TransferError>),
-}
-
-/// The receiver's side of the data phase.
-struct Session {
-    /// The destination, held open; `None` when nothing is written.
-    root: Option<Arc<DirHandle>>,
-    incoming: Arc<Mutex<Vec<Incoming>>>,
-    writer: ControlWriter,
-    digests: Vec<Option<[u8; 32]>>,
-    /// Checked: failed, or verified (in the batch, or committed).
-    done: Vec<bool>,
-    /// Verified files waiting to be committed.
-    batch: Vec<usize>,
-    attempts: HashMap<(u32, u64), u32>,
-    ok_files: usize,
-    bytes: u64,
-    failed_files: usize,
-    refetched: u64,
-    /// Files here whole already that the sender's digest matched.
-    present: usize,
-    /// Files put in place over files here (`--overwrite`).
-    replaced: usize,
-    /// Files here whole already that the sender's digest did not match, as
-    /// shown to the user: left as they are.
-    differ: Vec<String>,
-    /// The last `Progress` told: bytes, and when (ns on the clock).
-    told: (u64, Clock, u64),
-}
-
-impl Session {
-    /// Tells the sender how many bytes are stored, at most every
-    /// [`PROGRESS_EVERY`] and only when it moved: its progress shows what is here,
-    /// not what its own buffers took.
-    fn progress(&mut self, stored: &AtomicU64) {
-        let bytes = stored.load(Ordering::Relaxed);
-        let now = self.told.1.now().as_nanos();
-        if bytes != self.told.0 && now - self.told.2 >= PROGRESS_EVERY.as_nanos() as u64 {
-            self.told = (bytes, self.told.1, now);
-            // A sender that is gone cannot hear it; its end comes as an event.
-            let _ = self.writer.send(&Msg::Progress { bytes });
-        }
-    }
-
-    /// File `i`, held whole, is being sent to replace it
-    /// ([`Incoming::start_replacing`]).
-    fn start_replacing(&self, i: usize) -> bool {
-        self.incoming.lock().expect("no panics hold it")[i].start_replacing()
-    }
-
-    /// Whether file `i` is here whole already ([`Incoming::present`]).
-    fn is_present(&self, i: usize) -> bool {
-        self.incoming.lock().expect("no panics hold it")[i]
-            .present
-            .is_some()
-    }
-
-    /// The sender's digest of file `i`, here whole already, has come: the digest
-    /// read back here, it is the same file and is confirmed as it is; another, it
-    /// is another file of that name and size, which stays untouched and fails.
-    /// Nothing is written either way. Returns how many files finished (0 or 1).
-    fn check_present(&mut self, i: usize) -> usize {
-        if self.done[i] {
-            return 0;
-        }
-        self.done[i] = true;
-        let (same, shown) = {
-            let all = self.incoming.lock().expect("no panics hold it");
-            let f = &all[i];
-            (f.present == self.digests[i], f.shown.clone())
-        };
-        if same {
-            self.present += 1;
-        } else {
-            self.differ.push(shown);
-        }
-        // A sender that is gone cannot hear it; its end comes as an event.
-        let _ = self.writer.send(&Msg::FileDone {
-            file: i as u32,
-            ok: same,
-        });
-        1
-    }
-
-    /// Whether file `i` holds all its blocks.
-    fn is_whole(&self, i: usize) -> bool {
-        let all = self.incoming.lock().expect("no panics hold it");
-        all[i].received == all[i].size
-    }
-
-    /// The sender's digest of file `i` says the kept blocks at `changed` differ on
-    /// its side and are sent again: those not yet replaced stop counting, so the
-    /// file is checked only once their new copies are in. (Offsets it did not
-    /// keep, or has replaced already, are passed over.)
-    fn forget_kept(&mut self, i: usize, changed: &[u64], block_size: u32) {
-        let mut all = self.incoming.lock().expect("no panics hold it");
-        let f = &mut all[i];
-        for o in changed {
-            if f.kept.remove(o) {
-                f.hashes.remove(o);
-                f.received -= (f.size - o).min(u64::from(block_size));
-            }
-        }
-    }
-
-    /// File `i` has all its blocks and its digest: compares them. A match joins the
-    /// commit batch; a mismatch fails the file at once (nothing to resume from).
-    /// Returns how many files that finished (0 or 1).
-    fn check(&mut self, i: usize) -> Result<usize, TransferError> {
-        if self.done[i] {
-            return Ok(0);
-        }
-        let all = self.incoming.lock().expect("no panics hold it");
-        let f = &all[i];
-        let mut d = blake3::Hasher::new();
-        for h in f.hashes.values() {
-            d.update(h);
-        }
-        // Checked once: a file whose `Written` and digest both find it whole is
-        // not batched (and renamed) twice.
-        self.done[i] = true;
-        if Some(*d.finalize().as_bytes()) == self.digests[i] {
-            drop(all);
-            self.batch.push(i);
-            return Ok(0);
-        }
-        if let Some(p) = &f.place {
-            let _ = p.dir.remove(&p.part);
-            let _ = p.dir.remove(&p.journal);
-        }
-        drop(all);
-        self.failed_files += 1;
-        let _ = self.writer.send(&Msg::FileDone {
-            file: i as u32,
-            ok: false,
-        });
-        Ok(1)
-    }
-
-    /// Puts the batch's files in place: everything written reaches the disk first,
-    /// with one `syncfs` for the batch rather than an fsync per file (100 000 small
-    /// files); then each is renamed, and a second `syncfs` makes the renames last
-    /// before any is confirmed, so a file the sender was told is done survives a
-    /// power cut here. Returns how many finished.
-    fn commit(&mut self) -> Result<usize, TransferError> {
-        self.sync()?;
-        let batch = std::mem::take(&mut self.batch);
-        let mut placed = vec![];
-        let mut failed = None;
-        for i in batch {
-            match self.place(i) {
-                Ok(()) => placed.push(i),
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        // Files put in place before a failure are confirmed all the same (a new
-        // session would find them there and refuse to replace them).
-        let synced = self.sync();
-        if synced.is_ok() {
-            for &i in &placed {
-                // A sender that is gone cannot hear it, but the file is in place
-                // all the same; its control channel's end arrives as an event of
-                // its own.
-                let _ = self.writer.send(&Msg::FileDone {
-                    file: i as u32,
-                    ok: true,
-                });
-            }
-        }
-        synced?;
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(placed.len()),
-        }
-    }
-
-    /// Flushes the receiving file system (nothing, when nothing is written).
-    fn sync(&self) -> Result<(), TransferError> {
-        match &self.root {
-            None => Ok(()),
-            Some(root) => root
-                .syncfs()
-                .map_err(TransferError::io("syncfs".to_string())),
-        }
-    }
-
-    /// Renames verified file `i` into place and drops its journal.
-    fn place(&mut self, i: usize) -> Result<(), TransferError> {
-        let (place, journaled, size, mode, mtime, replacing) = {
-            let all = self.incoming.lock().expect("no panics hold it");
-            let f = &all[i];
-            (
-                f.place.clone(),
-                f.journaled,
-                f.size,
-                f.mode,
-                f.mtime,
-                f.replacing,
-            )
-        };
-        if let Some(p) = place {
-            let file = if size == 0 {
-                // No block came to make it.
-                p.dir.create_fresh(&p.part, PART_MODE)
-            } else {
-                p.dir.open_read(&p.part)
-            }
-            .map_err(p.io(&p.part))?;
-            // Its own mode only now that it is whole and checked, set on the
-            // descriptor (fchmod). A file system without Unix modes (vfat, some
-            // CIFS mounts) refuses: the bytes are what was asked for, so the file
-            // goes in place all the same.
-            let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
-            // And the sender's modification time, as `cp -p` and `rsync -t` give it
-            // (every block is written, so nothing moves it again), by futimens. A
-            // file system that cannot keep it keeps its own.
-            if let Some(t) = mtime.and_then(system_time) {
-                let _ = file.set_times(std::fs::FileTimes::new().set_modified(t));
-            }
-            drop(file);
-            p.dir.rename(&p.part, &p.name).map_err(p.io(&p.name))?;
-            if journaled {
-                let _ = p.dir.remove(&p.journal);
-            }
-        }
-        self.ok_files += 1;
-        self.replaced += usize::from(replacing);
-        self.bytes += size;
-        Ok(())
-    }
-}
-
-/// Stores a checked block of file `file` (or notes it damaged) and tells the
-/// session when the file is complete.
-///
-/// The data is written without the session's lock: a channel's write, a large
-/// `pwrite` at disk speed, would otherwise hold up every other channel's blocks.
-/// The lock is taken only to claim the block (so a second copy is a duplicate even
-/// while the first is being written) and to journal and count it once written.
-fn store(
-    incoming: &Mutex<Vec<Incoming>>,
-    events: &mpsc::Sender<Event>,
-    sink: &Sink,
-    b: BlockRepr,
-    data: &[u8],
-    trailer: &[u8],
-    again: bool,
-) -> Result<(), TransferError> {
-    let block_size = sink.block_size;
-    // Keyed: a block and its hash rewritten together on the path do not match.
-    let ok = blake3::keyed_hash(&sink.block_key, data).as_bytes() == trailer;
-    let hash: [u8; 32] = trailer.try_into().expect("32 bytes");
-    let part = {
-        let mut all = incoming.lock().expect("no panics hold it");
-        // Only one of the file's own blocks: its offset a multiple of the block
-        // size and its length what is left of the file, at most a block. Anything
-        // else (empty, overlapping or misaligned) would make the byte count reach
-        // the size twice, or never.
-        let f = all
-            .get_mut(b.file as usize)
-            .filter(|f| {
-                b.offset < f.size
-                    && b.offset.is_multiple_of(u64::from(block_size))
-                    && u64::from(b.len) == (f.size - b.offset).min(u64::from(block_size))
-            })
-            .ok_or_else(|| {
-                TransferError::Protocol(format!(
-                    "block {b:?} is not one of the offered files' blocks"
-                ))
-            })?;
-        if !f.start_replacing() {
-            // Its blocks are the file the receiver already had: never written over.
-            return Err(TransferError::Protocol(format!(
-                "block {b:?} of a file the receiver holds whole (the sender sends none)"
-            )));
-        }
-        if !ok {
-            let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
-            return Ok(());
-        }
-        if f.kept.remove(&b.offset) {
-            // A kept block the sender's file no longer matches: this copy replaces
-            // it (and is counted again below).
-            f.hashes.remove(&b.offset);
-            f.received -= u64::from(b.len);
-        } else if f.hashes.contains_key(&b.offset) {
-            if again {
-                return Ok(()); // asked for twice, and the first copy was good
-            }
-            return Err(TransferError::Protocol(format!(
-                "block {b:?} arrived twice"
-            )));
-        }
-        f.hashes.insert(b.offset, hash);
-        if f.discard {
-            None
-        } else {
-            match f.part_file() {
-                Ok(part) => Some(part),
-                Err(e) => {
-                    f.hashes.remove(&b.offset);
-                    return Err(e);
-                }
-            }
-        }
-    };
-    #[cfg(test)]
-    thread::sleep(tests::PAUSE_BEFORE_WRITE.get());
-    let written = part.map_or(Ok(()), |file| file.write_all_at(data, b.offset));
-    let mut all = incoming.lock().expect("no panics hold it");
-    let f = &mut all[b.file as usize];
-    let noted = written
-        .map_err(|e| {
-            let shown = f.place.as_ref().map_or(f.shown.clone(), |p| {
-                p.dir.shown(&p.part).display().to_string()
-            });
-            TransferError::io(shown)(e)
-        })
-        .and_then(|()| f.note_written(b.offset, u64::from(b.len), &hash));
-    if let Err(e) = noted {
-        // Not journaled, so a resume sends it again.
-        f.hashes.remove(&b.offset);
-        return Err(e);
-    }
-    f.refetched += u64::from(again);
-    sink.stored.fetch_add(u64::from(b.len), Ordering::Relaxed);
-    if f.received == f.size {
-        let _ = events.send(Event::Written(b.file as usize));
-    }
-    Ok(())
-}
-
-/// How long a connection to a data port has to present its ticket. The sender
-/// writes it first thing, so this is many round trips even at 200 ms; it bounds
-/// how long a connection that says nothing (a port scanner's connect) keeps the
-/// sender waiting behind it.
-const TICKET_WAIT: Duration = Duration::from_secs(5);
-
-/// What a data channel's port needs to take its sender's connection.
-struct Door {
-    cfg: UdtConnConfig,
-    /// How long to wait in all.
-    timeout: Duration,
-    impair: Option<Impairment>,
-    /// The channel's index.
-    c: usize,
-    /// What the sender's connection opens with.
-    ticket: [u8; 32],
-    seal: Seal,
-}
-
-/// How blocks are checked, and how many bytes are stored so far.
-struct Sink {
-    block_size: u32,
-    /// Blocks' hashes are BLAKE3 keyed with it ([`crate::secure::block_key`]).
-    block_key: [u8; 32],
-    /// File bytes written (or checked, when discarding) so far, for `Progress`.
-    stored: AtomicU64,
-}
-
-/// Waits, at most `timeout`, for the sender's connection on data channel `c`: the
-/// first that opens with the channel's ticket. Any other (a port scanner's
-/// connect, a stranger, a sender of another session) is closed unread, counted in
-/// `turned_away`, and the wait goes on: whoever finds a data port can neither put a
-/// block into a file nor end the session.
-fn accept_sender(
-    mut l: Listener,
-    door: Door,
-    turned_away: &AtomicU64,
-) -> Result<DataChannel, TransferError> {
-    let Door {
-        cfg,
-        timeout,
-        impair,
-        c,
-        ticket,
-        mut seal,
-    } = door;
-    let clock = Clock::new();
-    let elapsed = || Duration::from_nanos(clock.now().as_nanos());
-    let mut refused = 0;
-    loop {
-        let left = timeout.saturating_sub(elapsed());
-        let accepted = match l.accept(cfg, left, &mut seal) {
-            Ok(s) => Some(s),
-            // Out of time after turning connections away: say so.
-            Err(_) if refused > 0 && elapsed() >= timeout => None,
-            Err(e) => return Err(e),
-        };
-        let Some(mut s) = accepted else {
-            return Err(TransferError::Protocol(format!(
-                "data channel {c}: no connection opened with this session's ticket within \
-                 {timeout:?}; {refused} that did not were closed unread (not this \
-                 session's sender, or the ticket was damaged in transit)"
-            )));
-        };
-        if let (Some(i), Some(u)) = (impair, s.udt()) {
-            u.impair(Impairment {
-                seed: i.seed ^ ((c as u64) << 32) ^ (refused << 48),
-                ..i
-            });
-        }
-        let mut got = [0u8; 32];
-        // blake3::Hash compares in constant time: no timing says how much matched.
-        if read_exact_within(&mut s, &mut got, TICKET_WAIT.min(left))
-            && blake3::Hash::from(got) == blake3::Hash::from(ticket)
-        {
-            return Ok(s);
-        }
-        seal.restore(&mut s);
-        refused += 1;
-        turned_away.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Fills `buf` from `s` within about `max`; false if the connection ends, fails
-/// or stays silent first.
-fn read_exact_within(s: &mut DataChannel, buf: &mut [u8], max: Duration) -> bool {
-    let clock = Clock::new();
-    let mut got = 0;
-    while got < buf.len() {
-        let left = max.saturating_sub(Duration::from_nanos(clock.now().as_nanos()));
-        match s.read_within(&mut buf[got..], left) {
-            Ok(Some(n)) if n > 0 => got += n,
-            _ => return false,
-        }
-    }
-    true
-}
-
-/// One data channel, from its sender's first block to its end marker.
-fn serve_channel(
-    mut s: DataChannel,
-    sink: &Sink,
-    incoming: &Mutex<Vec<Incoming>>,
-    events: &mpsc::Sender<Event>,
-) -> Result<(), TransferError> {
-    let block_size = sink.block_size;
-    let mut hdr = [0u8; HEADER_LEN];
-    let mut buf = vec![0u8; block_size as usize + 32];
-    while read_exact(&mut s, &mut hdr)? {
-        if hdr == END_OF_CHANNEL {
-            // Everything before it has arrived (the channel is in order). Stay a
-            // little to acknowledge, but not for the transport's shutdown, which
-            // UDT sends once and may lose.
-            s.linger(Duration::from_secs(3))?;
-            return Ok(());
-        }
-        let b = BlockRepr::parse(&BlockPacket::new_unchecked(&hdr[..]))
-            .map_err(|_| TransferError::Protocol("a malformed block header".into()))?;
-        if b.len > block_size {
-            return Err(TransferError::Protocol(format!(
-                "a block of {} bytes; the session's are {block_size}",
-                b.len
-            )));
-        }
-        let n = b.len as usize;
-        if !read_exact(&mut s, &mut buf[..n + 32])? {
-            return Err(TransferError::Protocol(
-                "a data channel ended inside a block".into(),
-            ));
-        }
-        let (data, trailer) = buf[..n + 32].split_at(n);
-        store(incoming, events, sink, b, data, trailer, false)?;
-    }
-    Err(TransferError::Protocol(
-        "a data channel ended before its end marker".into(),
-    ))
-}
-
-/// The control channel's reading side: digests go to the session; blocks sent
-/// again (after `Resend`) are checked and stored here.
-fn serve_control(
-    mut reader: ControlReader,
-    sink: &Sink,
-    incoming: &Mutex<Vec<Incoming>>,
-    events: &mpsc::Sender<Event>,
-) {
-    let block_size = sink.block_size;
-    let mut buf = vec![0u8; block_size as usize + 32];
-    let r = (|| -> Result<(), TransferError> {
-        loop {
-            match reader.recv()? {
-                Msg::Block { file, offset, len } if len <= block_size => {
-                    let n = len as usize;
-                    reader.recv_raw(&mut buf[..n + 32])?;
-                    let (data, trailer) = buf[..n + 32].split_at(n);
-                    let b = BlockRepr { file, offset, len };
-                    store(incoming, events, sink, b, data, trailer, true)?;
-                }
-                m => {
-                    if events.send(Event::Ctl(Ok(m))).is_err() {
-                        return Ok(());
-                    }
-                }
-            }
-        }
-    })();
-    if let Err(e) = r {
-        let _ = events.send(Event::Ctl(Err(e)));
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::channels::read_exact_within;
+    use super::incoming::store;
     use super::*;
+    use crate::transfer::channel::DataChannel;
     use crate::transfer::{send, SendOptions, Transport};
-    use std::cell::Cell;
+    use longhaul_proto::transfer::BlockRepr;
 
     /// A token strong enough to be taken.
     const TOKEN: &str = "unit-test-0123456789abcdef0123456789abcdef";
-
-    thread_local! {
-        /// How long `receive` on this thread waits after starting its channel
-        /// threads, before the data phase.
-        pub(super) static PAUSE_BEFORE_DATA_PHASE: Cell<Duration> =
-            const { Cell::new(Duration::ZERO) };
-        /// How long `store` on this thread waits between claiming a block and
-        /// writing it.
-        pub(super) static PAUSE_BEFORE_WRITE: Cell<Duration> =
-            const { Cell::new(Duration::ZERO) };
-        /// How often `receive` on this thread says how far it has read back.
-        pub(super) static CHECKING_EVERY: Cell<Duration> =
-            const { Cell::new(super::CHECKING_EVERY) };
-    }
 
     /// A receiver that starts its data phase late, when every block has already
     /// arrived, commits each file once. (Before, a file whole before the data
@@ -1763,12 +820,10 @@ mod tests {
             paths.push(p);
         }
         let t = Duration::from_secs(30);
-        let opts = RecvOptions::new(dst.path().to_path_buf(), TOKEN);
+        let mut opts = RecvOptions::new(dst.path().to_path_buf(), TOKEN);
+        opts.hooks.pause_before_data_phase = Duration::from_millis(500);
         let (tx, rx) = mpsc::channel();
-        let h = thread::spawn(move || {
-            PAUSE_BEFORE_DATA_PHASE.set(Duration::from_millis(500));
-            receive(&opts, |a| tx.send(a).unwrap())
-        });
+        let h = thread::spawn(move || receive(&opts, |a| tx.send(a).unwrap()));
         let sent = send(&SendOptions {
             channels: 1,
             block_size: 64 << 10,
@@ -1795,12 +850,10 @@ mod tests {
         std::fs::write(&p, &data).unwrap();
         std::fs::write(dst.path().join("f"), &data).unwrap();
         let t = Duration::from_secs(30);
-        let opts = RecvOptions::new(dst.path().to_path_buf(), TOKEN);
+        let mut opts = RecvOptions::new(dst.path().to_path_buf(), TOKEN);
+        opts.hooks.checking_every = Duration::ZERO;
         let (tx, rx) = mpsc::channel();
-        let h = thread::spawn(move || {
-            CHECKING_EVERY.set(Duration::ZERO);
-            receive(&opts, |a| tx.send(a).unwrap())
-        });
+        let h = thread::spawn(move || receive(&opts, |a| tx.send(a).unwrap()));
         let sent = send(&SendOptions {
             channels: 1,
             block_size: 64 << 10,
@@ -1958,11 +1011,22 @@ mod tests {
         offset: u64,
         len: u32,
     ) -> Result<(), TransferError> {
+        put_after(incoming, events, (file, offset, len), Duration::ZERO)
+    }
+
+    /// [`put`], pausing `pause` between claiming the block and writing it.
+    fn put_after(
+        incoming: &Mutex<Vec<Incoming>>,
+        events: &mpsc::Sender<Event>,
+        (file, offset, len): (u32, u64, u32),
+        pause: Duration,
+    ) -> Result<(), TransferError> {
         let data = vec![7u8; len as usize];
         let sink = Sink {
             block_size: 100,
             block_key: [9; 32],
             stored: AtomicU64::new(0),
+            pause_before_write: pause,
         };
         let trailer = *blake3::keyed_hash(&sink.block_key, &data).as_bytes();
         let b = BlockRepr { file, offset, len };
@@ -2043,8 +1107,7 @@ mod tests {
         let slow = {
             let (incoming, events) = (Arc::clone(&incoming), events.clone());
             thread::spawn(move || {
-                PAUSE_BEFORE_WRITE.set(Duration::from_secs(3));
-                put(&incoming, &events, 0, 0, 100)
+                put_after(&incoming, &events, (0, 0, 100), Duration::from_secs(3))
             })
         };
         // Give the slow channel time to claim its block, then store the other.

@@ -1,0 +1,283 @@
+//! The receiver's data phase: each file checked once its blocks and digest are in,
+//! verified files committed in batches (syncfs, renames, syncfs, confirmations).
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::super::beneath::DirHandle;
+use super::super::control::{ControlWriter, Msg};
+use super::super::TransferError;
+use super::incoming::{Incoming, PART_MODE};
+use crate::clock::Clock;
+
+/// Seconds and nanoseconds since the Unix epoch (before it, for negative seconds)
+/// as a time; `None` if out of range.
+pub(super) fn system_time((secs, nanos): (i64, u32)) -> Option<std::time::SystemTime> {
+    if nanos >= 1_000_000_000 {
+        return None;
+    }
+    let epoch = std::time::UNIX_EPOCH;
+    let t = if secs >= 0 {
+        epoch.checked_add(Duration::from_secs(secs as u64))?
+    } else {
+        epoch.checked_sub(Duration::from_secs(secs.unsigned_abs()))?
+    };
+    t.checked_add(Duration::from_nanos(u64::from(nanos)))
+}
+
+/// How often the receiver says how much it has stored.
+pub(super) const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+/// Verified files committed together: one `syncfs`, then their renames.
+pub(super) const COMMIT_BATCH: usize = 4096;
+/// Times a damaged block is fetched again before the session gives up.
+pub(super) const MAX_REFETCH: u32 = 3;
+/// After a failure, how long the channels may go without news before the
+/// receiver stops waiting for them.
+pub(super) const DRAIN_QUIET: Duration = Duration::from_secs(3);
+
+/// What the channel and control threads tell the session.
+pub(super) enum Event {
+    /// A control message (a digest), or the control channel's end.
+    Ctl(Result<Msg, TransferError>),
+    /// Every block of a file is written and checked.
+    Written(usize),
+    /// A block failed its hash: (file, offset, length).
+    Corrupt(u32, u64, u32),
+    /// A data channel ended (its last block is in), or failed.
+    ChannelEnded(Result<(), TransferError>),
+}
+
+/// The receiver's side of the data phase.
+pub(super) struct Session {
+    /// The destination, held open; `None` when nothing is written.
+    pub(super) root: Option<Arc<DirHandle>>,
+    pub(super) incoming: Arc<Mutex<Vec<Incoming>>>,
+    pub(super) writer: ControlWriter,
+    pub(super) digests: Vec<Option<[u8; 32]>>,
+    /// Checked: failed, or verified (in the batch, or committed).
+    pub(super) done: Vec<bool>,
+    /// Verified files waiting to be committed.
+    pub(super) batch: Vec<usize>,
+    pub(super) attempts: HashMap<(u32, u64), u32>,
+    pub(super) ok_files: usize,
+    pub(super) bytes: u64,
+    pub(super) failed_files: usize,
+    pub(super) refetched: u64,
+    /// Files here whole already that the sender's digest matched.
+    pub(super) present: usize,
+    /// Files put in place over files here (`--overwrite`).
+    pub(super) replaced: usize,
+    /// Files here whole already that the sender's digest did not match, as
+    /// shown to the user: left as they are.
+    pub(super) differ: Vec<String>,
+    /// The last `Progress` told: bytes, and when (ns on the clock).
+    pub(super) told: (u64, Clock, u64),
+}
+
+impl Session {
+    /// Tells the sender how many bytes are stored, at most every
+    /// [`PROGRESS_EVERY`] and only when it moved: its progress shows what is here,
+    /// not what its own buffers took.
+    pub(super) fn progress(&mut self, stored: &AtomicU64) {
+        let bytes = stored.load(Ordering::Relaxed);
+        let now = self.told.1.now().as_nanos();
+        if bytes != self.told.0 && now - self.told.2 >= PROGRESS_EVERY.as_nanos() as u64 {
+            self.told = (bytes, self.told.1, now);
+            // A sender that is gone cannot hear it; its end comes as an event.
+            let _ = self.writer.send(&Msg::Progress { bytes });
+        }
+    }
+
+    /// File `i`, held whole, is being sent to replace it
+    /// ([`Incoming::start_replacing`]).
+    pub(super) fn start_replacing(&self, i: usize) -> bool {
+        self.incoming.lock().expect("no panics hold it")[i].start_replacing()
+    }
+
+    /// Whether file `i` is here whole already ([`Incoming::present`]).
+    pub(super) fn is_present(&self, i: usize) -> bool {
+        self.incoming.lock().expect("no panics hold it")[i]
+            .present
+            .is_some()
+    }
+
+    /// The sender's digest of file `i`, here whole already, has come: the digest
+    /// read back here, it is the same file and is confirmed as it is; another, it
+    /// is another file of that name and size, which stays untouched and fails.
+    /// Nothing is written either way. Returns how many files finished (0 or 1).
+    pub(super) fn check_present(&mut self, i: usize) -> usize {
+        if self.done[i] {
+            return 0;
+        }
+        self.done[i] = true;
+        let (same, shown) = {
+            let all = self.incoming.lock().expect("no panics hold it");
+            let f = &all[i];
+            (f.present == self.digests[i], f.shown.clone())
+        };
+        if same {
+            self.present += 1;
+        } else {
+            self.differ.push(shown);
+        }
+        // A sender that is gone cannot hear it; its end comes as an event.
+        let _ = self.writer.send(&Msg::FileDone {
+            file: i as u32,
+            ok: same,
+        });
+        1
+    }
+
+    /// Whether file `i` holds all its blocks.
+    pub(super) fn is_whole(&self, i: usize) -> bool {
+        let all = self.incoming.lock().expect("no panics hold it");
+        all[i].received == all[i].size
+    }
+
+    /// The sender's digest of file `i` says the kept blocks at `changed` differ on
+    /// its side and are sent again: those not yet replaced stop counting, so the
+    /// file is checked only once their new copies are in. (Offsets it did not
+    /// keep, or has replaced already, are passed over.)
+    pub(super) fn forget_kept(&mut self, i: usize, changed: &[u64], block_size: u32) {
+        let mut all = self.incoming.lock().expect("no panics hold it");
+        let f = &mut all[i];
+        for o in changed {
+            if f.kept.remove(o) {
+                f.hashes.remove(o);
+                f.received -= (f.size - o).min(u64::from(block_size));
+            }
+        }
+    }
+
+    /// File `i` has all its blocks and its digest: compares them. A match joins the
+    /// commit batch; a mismatch fails the file at once (nothing to resume from).
+    /// Returns how many files that finished (0 or 1).
+    pub(super) fn check(&mut self, i: usize) -> Result<usize, TransferError> {
+        if self.done[i] {
+            return Ok(0);
+        }
+        let all = self.incoming.lock().expect("no panics hold it");
+        let f = &all[i];
+        let mut d = blake3::Hasher::new();
+        for h in f.hashes.values() {
+            d.update(h);
+        }
+        // Checked once: a file whose `Written` and digest both find it whole is
+        // not batched (and renamed) twice.
+        self.done[i] = true;
+        if Some(*d.finalize().as_bytes()) == self.digests[i] {
+            drop(all);
+            self.batch.push(i);
+            return Ok(0);
+        }
+        if let Some(p) = &f.place {
+            let _ = p.dir.remove(&p.part);
+            let _ = p.dir.remove(&p.journal);
+        }
+        drop(all);
+        self.failed_files += 1;
+        let _ = self.writer.send(&Msg::FileDone {
+            file: i as u32,
+            ok: false,
+        });
+        Ok(1)
+    }
+
+    /// Puts the batch's files in place: everything written reaches the disk first,
+    /// with one `syncfs` for the batch rather than an fsync per file (100 000 small
+    /// files); then each is renamed, and a second `syncfs` makes the renames last
+    /// before any is confirmed, so a file the sender was told is done survives a
+    /// power cut here. Returns how many finished.
+    pub(super) fn commit(&mut self) -> Result<usize, TransferError> {
+        self.sync()?;
+        let batch = std::mem::take(&mut self.batch);
+        let mut placed = vec![];
+        let mut failed = None;
+        for i in batch {
+            match self.place(i) {
+                Ok(()) => placed.push(i),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        // Files put in place before a failure are confirmed all the same (a new
+        // session would find them there and refuse to replace them).
+        let synced = self.sync();
+        if synced.is_ok() {
+            for &i in &placed {
+                // A sender that is gone cannot hear it, but the file is in place
+                // all the same; its control channel's end arrives as an event of
+                // its own.
+                let _ = self.writer.send(&Msg::FileDone {
+                    file: i as u32,
+                    ok: true,
+                });
+            }
+        }
+        synced?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(placed.len()),
+        }
+    }
+
+    /// Flushes the receiving file system (nothing, when nothing is written).
+    pub(super) fn sync(&self) -> Result<(), TransferError> {
+        match &self.root {
+            None => Ok(()),
+            Some(root) => root
+                .syncfs()
+                .map_err(TransferError::io("syncfs".to_string())),
+        }
+    }
+
+    /// Renames verified file `i` into place and drops its journal.
+    pub(super) fn place(&mut self, i: usize) -> Result<(), TransferError> {
+        let (place, journaled, size, mode, mtime, replacing) = {
+            let all = self.incoming.lock().expect("no panics hold it");
+            let f = &all[i];
+            (
+                f.place.clone(),
+                f.journaled,
+                f.size,
+                f.mode,
+                f.mtime,
+                f.replacing,
+            )
+        };
+        if let Some(p) = place {
+            let file = if size == 0 {
+                // No block came to make it.
+                p.dir.create_fresh(&p.part, PART_MODE)
+            } else {
+                p.dir.open_read(&p.part)
+            }
+            .map_err(p.io(&p.part))?;
+            // Its own mode only now that it is whole and checked, set on the
+            // descriptor (fchmod). A file system without Unix modes (vfat, some
+            // CIFS mounts) refuses: the bytes are what was asked for, so the file
+            // goes in place all the same.
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(mode));
+            // And the sender's modification time, as `cp -p` and `rsync -t` give it
+            // (every block is written, so nothing moves it again), by futimens. A
+            // file system that cannot keep it keeps its own.
+            if let Some(t) = mtime.and_then(system_time) {
+                let _ = file.set_times(std::fs::FileTimes::new().set_modified(t));
+            }
+            drop(file);
+            p.dir.rename(&p.part, &p.name).map_err(p.io(&p.name))?;
+            if journaled {
+                let _ = p.dir.remove(&p.journal);
+            }
+        }
+        self.ok_files += 1;
+        self.replaced += usize::from(replacing);
+        self.bytes += size;
+        Ok(())
+    }
+}

@@ -2,12 +2,17 @@
 //!
 //! ```text
 //!  sender (initiator)                          receiver (responder)
-//!   |-- "LONGHAUL" version flags ------------->|  16 bytes, in clear
-//!   |<------------- "LONGHAUL" version flags --|  always answered, so a mismatch
-//!   |                                          |  is told, not guessed
-//!   |-- len16 · Noise  -> psk, e ------------->|  prologue = both preambles
-//!   |<-------------- len16 · Noise <- e, ee ---|
+//!   |-- "LONGHAUL" version flags              |  16 bytes, in clear; the Noise
+//!   |   len16 · Noise -> psk, e ------------->|  prologue is the sender's preamble
+//!   |<------------- "LONGHAUL" version flags  |  on a mismatch only this, so the
+//!   |     len16 · Noise <- e, ee {preamble} --|  sender can say why
 //! ```
+//!
+//! One round trip after TCP's, and the sender's first record (`Hello`, then the
+//! offer) goes in the next flight. The receiver's preamble travels in clear (to
+//! name a mismatch) and again as the second message's payload, authenticated, so a
+//! man in the middle who rewrites either preamble (to turn encryption off, say)
+//! fails the handshake.
 //!
 //! Noise (Perrin, rev 34) §9: with `psk0` the PSK is mixed before the first message,
 //! so its payload's tag already proves the token; the second message's tag proves
@@ -116,14 +121,6 @@ fn noise<'a>(psk: &'a [u8; 32], prologue: &'a [u8]) -> snow::Builder<'a> {
         .prologue(prologue)
 }
 
-fn write_msg(s: &mut impl Write, m: &[u8]) -> io::Result<()> {
-    let mut out = Vec::with_capacity(2 + m.len());
-    out.extend_from_slice(&(m.len() as u16).to_be_bytes());
-    out.extend_from_slice(m);
-    s.write_all(&out)?;
-    s.flush()
-}
-
 fn read_msg(s: &mut impl Read) -> Result<Vec<u8>, HandshakeError> {
     let mut len = [0u8; 2];
     s.read_exact(&mut len)?;
@@ -134,13 +131,6 @@ fn read_msg(s: &mut impl Read) -> Result<Vec<u8>, HandshakeError> {
     let mut m = vec![0u8; len];
     s.read_exact(&mut m)?;
     Ok(m)
-}
-
-fn prologue(initiator: Preamble, responder: Preamble) -> [u8; 32] {
-    let mut p = [0u8; 32];
-    p[..16].copy_from_slice(&initiator.to_bytes());
-    p[16..].copy_from_slice(&responder.to_bytes());
-    p
 }
 
 fn keys(hs: &mut snow::HandshakeState) -> SessionKeys {
@@ -155,22 +145,21 @@ pub fn handshake_initiator(
     psk: &[u8; 32],
     ours: Preamble,
 ) -> Result<SessionKeys, HandshakeError> {
-    s.write_all(&ours.to_bytes())?;
-    s.flush()?;
-    let mut b = [0u8; 16];
-    s.read_exact(&mut b)?;
-    let theirs = Preamble::parse(&b)?;
-    check(ours, theirs)?;
-    let mut hs = noise(psk, &prologue(ours, theirs))
+    let mut hs = noise(psk, &ours.to_bytes())
         .build_initiator()
         .expect("a complete Noise builder");
     let mut buf = [0u8; MAX_HANDSHAKE_MSG];
     let n = hs.write_message(&[], &mut buf).expect("fits");
-    write_msg(s, &buf[..n])?;
+    // One flight: the preamble and the first message.
+    let mut flight = ours.to_bytes().to_vec();
+    flight.extend_from_slice(&(n as u16).to_be_bytes());
+    flight.extend_from_slice(&buf[..n]);
+    s.write_all(&flight)?;
+    s.flush()?;
     // A receiver that cannot open the first message (another token) closes: to
     // the sender that is the same failure as an answer that does not open.
-    let m = match read_msg(s) {
-        Err(HandshakeError::Io(e))
+    let gone = |e: HandshakeError| match e {
+        HandshakeError::Io(e)
             if matches!(
                 e.kind(),
                 io::ErrorKind::UnexpectedEof
@@ -178,17 +167,30 @@ pub fn handshake_initiator(
                     | io::ErrorKind::ConnectionAborted
             ) =>
         {
-            return Err(HandshakeError::Auth)
+            HandshakeError::Auth
         }
-        r => r?,
+        e => e,
     };
-    hs.read_message(&m, &mut buf)
+    let mut b = [0u8; 16];
+    s.read_exact(&mut b).map_err(|e| gone(e.into()))?;
+    let theirs = Preamble::parse(&b)?;
+    check(ours, theirs)?;
+    let m = read_msg(s).map_err(gone)?;
+    let got = hs
+        .read_message(&m, &mut buf)
         .map_err(|_| HandshakeError::Auth)?;
+    // The receiver's preamble came in clear; its copy inside the authenticated
+    // message says nobody on the path rewrote it.
+    if buf[..got] != theirs.to_bytes() {
+        return Err(HandshakeError::Auth);
+    }
     Ok(keys(&mut hs))
 }
 
-/// The receiver's side: reads the sender's preamble, answers with its own (even on
-/// a mismatch, so the sender can say why), then runs the responder's half.
+/// The receiver's side: reads the sender's preamble and first message; on a
+/// version or encryption mismatch answers with its own preamble only (so the
+/// sender can say why) and fails; otherwise answers with its preamble and the
+/// second message, which carries the preamble again, authenticated.
 pub fn handshake_responder(
     s: &mut (impl Read + Write),
     psk: &[u8; 32],
@@ -197,18 +199,24 @@ pub fn handshake_responder(
     let mut b = [0u8; 16];
     s.read_exact(&mut b)?;
     let theirs = Preamble::parse(&b)?;
-    s.write_all(&ours.to_bytes())?;
-    s.flush()?;
-    check(ours, theirs)?;
-    let mut hs = noise(psk, &prologue(theirs, ours))
+    if let Err(e) = check(ours, theirs) {
+        s.write_all(&ours.to_bytes())?;
+        s.flush()?;
+        return Err(e);
+    }
+    let mut hs = noise(psk, &theirs.to_bytes())
         .build_responder()
         .expect("a complete Noise builder");
     let m = read_msg(s)?;
     let mut buf = [0u8; MAX_HANDSHAKE_MSG];
     hs.read_message(&m, &mut buf)
         .map_err(|_| HandshakeError::Auth)?;
-    let n = hs.write_message(&[], &mut buf).expect("fits");
-    write_msg(s, &buf[..n])?;
+    let n = hs.write_message(&ours.to_bytes(), &mut buf).expect("fits");
+    let mut flight = ours.to_bytes().to_vec();
+    flight.extend_from_slice(&(n as u16).to_be_bytes());
+    flight.extend_from_slice(&buf[..n]);
+    s.write_all(&flight)?;
+    s.flush()?;
     Ok(keys(&mut hs))
 }
 

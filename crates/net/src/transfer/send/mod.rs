@@ -144,6 +144,9 @@ pub struct SendSummary {
     /// Blocks the receiver held from an interrupted session that no longer match
     /// the file here (it changed since), sent again (counted in `blocks` too).
     pub changed: u64,
+    /// From the control connection's start to the session's keys: TCP's round trip
+    /// and the handshake's.
+    pub handshake: Duration,
     /// Files written to (their size or modification time moved) while their blocks
     /// were read: each block arrived as it was read and checked out, but the copy
     /// may mix the file's old and new contents. By name at the receiver.
@@ -192,7 +195,9 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 .map_err(TransferError::io(p.display().to_string()))
         })
         .transpose()?;
+    let clock = crate::clock::Clock::new();
     let (mut ctl, keys) = open_session(opts)?;
+    let handshake = Duration::from_nanos(clock.now().as_nanos());
     ctl.send(&Msg::Offer {
         files: files
             .iter()
@@ -421,6 +426,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         changed,
         modified,
         confirmation_waits,
+        handshake,
     })
 }
 

@@ -22,7 +22,7 @@ use super::session::Event;
 pub(super) struct Place {
     pub(super) dir: Arc<DirHandle>,
     pub(super) name: String,
-    /// The part file's name ([`super::WORKING_SUFFIXES`]).
+    /// The part file's name ([`super::super::WORKING_SUFFIXES`]).
     pub(super) part: String,
     /// The journal's name: blocks written and checked, one line each, so that a
     /// new session can resume.
@@ -46,7 +46,7 @@ impl Place {
 
 /// One file being received.
 pub(super) struct Incoming {
-    /// Where it goes; `None` when nothing is written ([`RecvOptions::discard`]).
+    /// Where it goes; `None` when nothing is written ([`super::RecvOptions::discard`]).
     pub(super) place: Option<Place>,
     /// Its name, as shown to the user.
     pub(super) shown: String,
@@ -69,7 +69,7 @@ pub(super) struct Incoming {
     pub(super) kept: HashSet<u64>,
     /// Blocks that arrived damaged and were stored when sent again.
     pub(super) refetched: u64,
-    /// Checked and dropped, not written ([`RecvOptions::discard`]).
+    /// Checked and dropped, not written ([`super::RecvOptions::discard`]).
     pub(super) discard: bool,
     /// Permission bits the file gets when it is put in place ([`final_mode`]).
     pub(super) mode: u32,

@@ -37,7 +37,7 @@ pub(super) fn verify_kept(
     Ok(good)
 }
 
-/// The digest of a file here whole already ([`Incoming::present`]), computed as
+/// The digest of a file here whole already ([`super::incoming::Incoming::present`]), computed as
 /// the sender computes its own: BLAKE3 over its blocks' hashes in order.
 pub(super) fn digest_present(
     p: &Place,

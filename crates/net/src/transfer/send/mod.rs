@@ -1,6 +1,6 @@
 //! The sending side: [`send`] connects, proves the token, offers the files and
 //! runs the channels; [`listing`] finds what to send, [`sched`] hands out blocks,
-//! [`source`] reads them, [`verdicts`] hears the receiver.
+//! [`source`] reads them, [`mod@verdicts`] hears the receiver.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};

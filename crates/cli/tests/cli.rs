@@ -1293,3 +1293,27 @@ fn bad_bench_arguments_are_input_errors() {
         refused(&["bench", "emu"], bad);
     }
 }
+
+/// `longhaul token` prints a fresh 256-bit token that both ends take; a weak token
+/// is bad input (exit 2) at either end, saying how to make a good one.
+#[test]
+fn tokens_are_made_strong_and_weak_ones_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = longhaul(&["token"], dir.path());
+    let b = longhaul(&["token"], dir.path());
+    assert!(a.status.success());
+    let t = String::from_utf8(a.stdout).unwrap();
+    let t = t.trim();
+    assert!(t.len() == 64 && t.bytes().all(|c| c.is_ascii_hexdigit()), "{t}");
+    assert_ne!(t, String::from_utf8(b.stdout).unwrap().trim(), "fresh each time");
+    std::fs::write(dir.path().join("weak"), "hunter2\n").unwrap();
+    std::fs::write(dir.path().join("f"), "x").unwrap();
+    for args in [
+        &["recv", "--token-file", "weak", "dst"][..],
+        &["send", "--token-file", "weak", "f", "127.0.0.1:9"][..],
+    ] {
+        let o = longhaul(args, dir.path());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("longhaul token"), "{}", stderr(&o));
+    }
+}

@@ -1304,8 +1304,15 @@ fn tokens_are_made_strong_and_weak_ones_refused() {
     assert!(a.status.success());
     let t = String::from_utf8(a.stdout).unwrap();
     let t = t.trim();
-    assert!(t.len() == 64 && t.bytes().all(|c| c.is_ascii_hexdigit()), "{t}");
-    assert_ne!(t, String::from_utf8(b.stdout).unwrap().trim(), "fresh each time");
+    assert!(
+        t.len() == 64 && t.bytes().all(|c| c.is_ascii_hexdigit()),
+        "{t}"
+    );
+    assert_ne!(
+        t,
+        String::from_utf8(b.stdout).unwrap().trim(),
+        "fresh each time"
+    );
     std::fs::write(dir.path().join("weak"), "hunter2\n").unwrap();
     std::fs::write(dir.path().join("f"), "x").unwrap();
     for args in [

@@ -266,7 +266,8 @@ impl UdtListener {
                         self.sock.connect(from)?;
                         break from;
                     }
-                    while let Some(t) = conn.poll_transmit(now, &mut buf) {
+                    let at = offset_for(&protect);
+                    while let Some(t) = conn.poll_transmit(now, &mut buf[at..]) {
                         let n = match &mut protect {
                             None => t.written,
                             Some(p) => p.seal(&mut buf, t.written),
@@ -286,6 +287,12 @@ impl UdtListener {
         s.wait_connected(give_up, timeout)?;
         Ok(s)
     }
+}
+
+/// Where the engine writes a datagram in a buffer: after the room for the counter
+/// when it is to be sealed ([`crate::secure::SEALED_OFFSET`]).
+fn offset_for(protect: &Option<PacketProtection>) -> usize {
+    protect.as_ref().map_or(0, |_| crate::secure::SEALED_OFFSET)
 }
 
 /// A tag of an address (IP and port) for the engine's cookies.
@@ -552,7 +559,8 @@ impl UdtSocket {
         if self.faults.is_none() && self.gso_ok {
             self.send_batched(now)?;
         }
-        while let Some(t) = self.conn.poll_transmit(now, &mut self.tx) {
+        let at = offset_for(&self.protect);
+        while let Some(t) = self.conn.poll_transmit(now, &mut self.tx[at..]) {
             let n = match &mut self.protect {
                 None => t.written,
                 Some(p) => p.seal(&mut self.tx, t.written),
@@ -566,8 +574,9 @@ impl UdtSocket {
                         continue;
                     }
                     // A data packet (first bit 0) with a payload after its 16-byte header.
-                    if self.tx[0] & 0x80 == 0 && n > 16 && f.uniform() < f.cfg.corrupt {
-                        let at = 16 + (f.uniform() * (n - 16) as f64) as usize;
+                    // (Sealed, the header starts after the counter.)
+                    if self.tx[at] & 0x80 == 0 && n > at + 16 && f.uniform() < f.cfg.corrupt {
+                        let at = at + 16 + (f.uniform() * (n - at - 16) as f64) as usize;
                         self.tx[at.min(n - 1)] ^= 0x40;
                     }
                     if f.held.is_none() && f.uniform() < f.cfg.reorder {
@@ -647,9 +656,12 @@ impl UdtSocket {
             self.gso_seg = seg;
         }
         let max = (GSO_MAX_BYTES / seg).clamp(1, GSO_MAX_SEGMENTS) * seg;
+        let at = offset_for(&self.protect);
         let mut len = 0;
         loop {
-            let t = self.conn.poll_transmit(now, &mut self.tx[len..len + plain]);
+            let t = self
+                .conn
+                .poll_transmit(now, &mut self.tx[len + at..len + at + plain]);
             if let Some(t) = t {
                 len += match &mut self.protect {
                     None => t.written,

@@ -28,7 +28,7 @@ pub mod packet;
 pub mod record;
 
 pub use handshake::{handshake_initiator, handshake_responder, HandshakeError, Preamble};
-pub use packet::{PacketProtection, ReplayWindow, PACKET_OVERHEAD};
+pub use packet::{PacketProtection, ReplayWindow, PACKET_OVERHEAD, SEALED_OFFSET};
 pub use record::{RecordReader, RecordWriter, MAX_RECORD};
 
 use ring::aead::{LessSafeKey, UnboundKey, AES_256_GCM};

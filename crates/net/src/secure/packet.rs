@@ -2,9 +2,13 @@
 //!
 //! ```text
 //!  plain:   UDT header (16) · body
-//!  sealed:  UDT header (16) · n: u64 · AES-256-GCM(body) · tag (16)
-//!           nonce = 0^32 · n, associated data = header · n
+//!  sealed:  n: u64 · UDT header (16) · AES-256-GCM(body) · tag (16)
+//!           nonce = 0^32 · n, associated data = n · header
 //! ```
+//!
+//! The counter goes first so that neither end moves the body: the engine writes
+//! its datagram [`SEALED_OFFSET`] bytes into the buffer, the counter fills the
+//! gap, and the opened datagram is the buffer from there on.
 //!
 //! RFC 9001 §5.3: "the nonce, N, is formed by combining the packet protection IV with
 //! the packet number", and the header is the AEAD's associated data. UDT reuses a
@@ -27,6 +31,9 @@ use ring::aead::{Aad, LessSafeKey, Nonce, NONCE_LEN};
 pub const PACKET_OVERHEAD: usize = 8 + 16;
 /// The UDT header, in clear and authenticated.
 const HEADER: usize = 16;
+/// Where the plain datagram starts in a buffer to be sealed, and where it is
+/// found in one opened: after the counter.
+pub const SEALED_OFFSET: usize = 8;
 /// Datagrams behind the newest that may still arrive (reordered) and be taken.
 pub const REPLAY_WINDOW: u64 = 4096;
 
@@ -122,15 +129,15 @@ impl PacketProtection {
         }
     }
 
-    /// Seals the datagram `buf[..len]` in place; `buf` must have
-    /// [`PACKET_OVERHEAD`] bytes of room after it. Returns the sealed length.
+    /// Seals in place the datagram of `len` bytes at `buf[SEALED_OFFSET..]`; `buf`
+    /// must have 16 bytes of room after it for the tag. Returns the sealed length,
+    /// from `buf[0]`.
     pub fn seal(&mut self, buf: &mut [u8], len: usize) -> usize {
         assert!(len >= HEADER && buf.len() >= len + PACKET_OVERHEAD);
         let n = self.next;
         self.next += 1;
-        buf.copy_within(HEADER..len, HEADER + 8);
-        buf[HEADER..HEADER + 8].copy_from_slice(&n.to_be_bytes());
-        let (aad, rest) = buf.split_at_mut(HEADER + 8);
+        buf[..8].copy_from_slice(&n.to_be_bytes());
+        let (aad, rest) = buf.split_at_mut(8 + HEADER);
         let body = len - HEADER;
         let tag = self
             .seal
@@ -141,19 +148,20 @@ impl PacketProtection {
     }
 
     /// Opens the sealed datagram `buf[..len]` in place. Returns where the plain
-    /// datagram (header and body) now lies in `buf`, or `None` (counted in
-    /// [`rejected`](Self::rejected)) if it is forged, damaged, replayed or short.
+    /// datagram (header and body) now lies in `buf` (from [`SEALED_OFFSET`]), or
+    /// `None` (counted in [`rejected`](Self::rejected)) if it is forged, damaged,
+    /// replayed or short.
     pub fn open(&mut self, buf: &mut [u8], len: usize) -> Option<std::ops::Range<usize>> {
         if len < HEADER + PACKET_OVERHEAD {
             self.rejected += 1;
             return None;
         }
-        let n = u64::from_be_bytes(buf[HEADER..HEADER + 8].try_into().expect("8 bytes"));
+        let n = u64::from_be_bytes(buf[..8].try_into().expect("8 bytes"));
         if !self.window.check(n) {
             self.rejected += 1;
             return None;
         }
-        let (aad, rest) = buf[..len].split_at_mut(HEADER + 8);
+        let (aad, rest) = buf[..len].split_at_mut(8 + HEADER);
         if self
             .open
             .open_in_place(nonce(n), Aad::from(&*aad), rest)
@@ -163,9 +171,7 @@ impl PacketProtection {
             return None;
         }
         self.window.mark(n);
-        // The header slides up to meet the body.
-        buf.copy_within(..HEADER, 8);
-        Some(8..len - 16)
+        Some(SEALED_OFFSET..len - 16)
     }
 }
 
@@ -187,7 +193,8 @@ mod tests {
     }
 
     fn sealed(p: &mut PacketProtection, plain: &[u8]) -> Vec<u8> {
-        let mut b = plain.to_vec();
+        let mut b = vec![0u8; SEALED_OFFSET];
+        b.extend_from_slice(plain);
         b.resize(plain.len() + PACKET_OVERHEAD, 0);
         let n = p.seal(&mut b, plain.len());
         b.truncate(n);
@@ -206,7 +213,7 @@ mod tests {
         let plain: Vec<u8> = (0..1400u32).map(|i| i as u8).collect();
         let w = sealed(&mut a, &plain);
         assert_eq!(w.len(), plain.len() + PACKET_OVERHEAD);
-        assert_eq!(w[..16], plain[..16], "the header stays readable");
+        assert_eq!(w[8..24], plain[..16], "the header stays readable");
         assert!(
             !w.windows(32).any(|x| x == &plain[100..132]),
             "the body does not"

@@ -429,7 +429,12 @@ fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(std::fs::read(out.join(name)).unwrap(), data);
         let cap = std::fs::read(&pcap).unwrap();
-        assert!(cap.len() > 100_000, "the capture holds the session");
+        // 128 bytes of each of some 500 packets.
+        assert!(
+            cap.len() > 40_000,
+            "the capture holds the session: {} bytes",
+            cap.len()
+        );
         assert!(
             !find(&cap, name.as_bytes()),
             "the name is in the capture ({encrypt})"

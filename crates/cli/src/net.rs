@@ -56,6 +56,10 @@ struct LoopbackArgs {
     #[arg(long, default_value_t = 1500,
           value_parser = clap::value_parser!(u32).range(76..=65_000))]
     mss: u32,
+    /// Seal every datagram as `send`/`recv` do by default (AES-256-GCM per packet),
+    /// to compare with the plain run.
+    #[arg(long)]
+    encrypt: bool,
 }
 
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
@@ -83,7 +87,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         "retransmits"
     )?;
     for &c in &a.channels {
-        let r = loopback(usize::from(c), a.megabytes * 1_000_000, cfg)?;
+        let r = loopback(usize::from(c), a.megabytes * 1_000_000, cfg, a.encrypt)?;
         outln!(
             "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12}",
             c,

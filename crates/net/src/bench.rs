@@ -52,12 +52,17 @@ fn cpu_seconds() -> f64 {
 
 /// Runs `channels` UDT connections over loopback at once, each writing
 /// `bytes_per_channel` from memory as fast as it can, with `cfg` (socket IDs and
-/// ISNs are set per channel).
+/// ISNs are set per channel); with `encrypt`, every datagram sealed as a
+/// session's data channels seal them (keys drawn for the run).
 pub fn loopback(
     channels: usize,
     bytes_per_channel: u64,
     cfg: UdtConnConfig,
+    encrypt: bool,
 ) -> Result<LoopbackReport, NetError> {
+    use crate::secure::{random_bytes, Dir, SessionKeys};
+    let keys = SessionKeys::from_split(&random_bytes(), &random_bytes());
+    let protection = |c: usize, sending: Dir| encrypt.then(|| keys.packet_protection(c, sending));
     const LIMIT: Duration = Duration::from_secs(120);
     let clock = Clock::new();
     let cpu0 = cpu_seconds();
@@ -72,8 +77,9 @@ pub fn loopback(
             socket_id: id + 1,
             ..cfg
         };
+        let protect = protection(c, Dir::ToSender);
         servers.push(thread::spawn(move || -> Result<u64, NetError> {
-            let mut s = listener.accept(server_cfg, LIMIT)?;
+            let mut s = listener.accept_protected(server_cfg, LIMIT, protect)?;
             let mut buf = vec![0u8; 1 << 20];
             let mut got = 0u64;
             loop {
@@ -89,8 +95,9 @@ pub fn loopback(
             isn: (id * 7919) & 0x3fff_ffff,
             ..cfg
         };
+        let protect = protection(c, Dir::ToReceiver);
         clients.push(thread::spawn(move || -> Result<(u64, u64), NetError> {
-            let mut s = UdtSocket::connect(addr, client_cfg, LIMIT)?;
+            let mut s = UdtSocket::connect_protected(addr, client_cfg, LIMIT, protect)?;
             let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
             let mut left = bytes_per_channel;
             while left > 0 {

@@ -11,6 +11,12 @@ fn longhaul(args: &[&str], cwd: &Path) -> Output {
         .expect("spawn")
 }
 
+/// Writes two token files into `dir`: `tok` (the receivers') and `bad` (another).
+fn write_tokens(dir: &Path) {
+    std::fs::write(dir.join("tok"), "right-0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::write(dir.join("bad"), "wrong-0123456789abcdef0123456789abcdef\n").unwrap();
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -600,16 +606,7 @@ fn spawn_recv_with(
 #[test]
 fn recv_serves_session_after_session() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("tok"),
-        "right-0123456789abcdef0123456789abcdef\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("bad"),
-        "wrong-0123456789abcdef0123456789abcdef\n",
-    )
-    .unwrap();
+    write_tokens(dir.path());
     std::fs::write(dir.path().join("a.txt"), "first").unwrap();
     std::fs::write(dir.path().join("b.txt"), "third").unwrap();
     let (recv, addr, err) = spawn_recv_with(dir.path(), &["--sessions", "2", "dst"]);
@@ -715,16 +712,7 @@ fn send_and_recv_over_loopback() {
     std::fs::write(src.join("sub/small.txt"), b"hello").unwrap();
     // Not sent, and said so: it leads out of the tree.
     std::os::unix::fs::symlink("../tok", src.join("sub/tok")).unwrap();
-    std::fs::write(
-        dir.path().join("tok"),
-        "right-0123456789abcdef0123456789abcdef\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("bad"),
-        "wrong-0123456789abcdef0123456789abcdef\n",
-    )
-    .unwrap();
+    write_tokens(dir.path());
     let serve = |out: &str| spawn_recv(dir.path(), out);
     let (recv, addr, _) = serve("dst");
     let o = longhaul(

@@ -5,27 +5,15 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use longhaul_net::transfer::{
-    receive, send, RecvOptions, RecvSummary, SendOptions, TransferError, Transport,
-};
+mod common;
+use common::{receiver, T};
 
-const T: Duration = Duration::from_secs(30);
+use longhaul_net::transfer::{receive, send, RecvOptions, SendOptions, TransferError, Transport};
+
 const TOKEN: &str = "attack-test-0123456789abcdef0123456789abcdef";
-
-fn receiver(
-    opts: RecvOptions,
-) -> (
-    SocketAddr,
-    thread::JoinHandle<Result<RecvSummary, TransferError>>,
-) {
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || receive(&opts, |a| tx.send(a).unwrap()));
-    (rx.recv_timeout(T).unwrap(), h)
-}
 
 fn a_file(dir: &std::path::Path, len: usize) -> std::path::PathBuf {
     let p = dir.join("payload.bin");

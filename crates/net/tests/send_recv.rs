@@ -5,7 +5,6 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
@@ -15,7 +14,8 @@ use longhaul_net::transfer::{
 };
 use longhaul_proto::udt::UdtConnConfig;
 
-const T: Duration = Duration::from_secs(30);
+mod common;
+use common::{receiver, T};
 
 fn write(p: &Path, len: usize, seed: u8) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -41,18 +41,6 @@ fn recv_opts(dir: &Path, token: &str) -> RecvOptions {
 /// same for the same short one: distinct short tokens stay distinct.
 fn strong(token: &str) -> String {
     format!("{token}-0123456789abcdef0123456789abcdef")
-}
-
-/// Starts a receiver; returns its address and its outcome.
-fn receiver(
-    opts: RecvOptions,
-) -> (
-    SocketAddr,
-    thread::JoinHandle<Result<RecvSummary, TransferError>>,
-) {
-    let (tx, rx) = mpsc::channel();
-    let h = thread::spawn(move || receive(&opts, |a| tx.send(a).unwrap()));
-    (rx.recv_timeout(T).unwrap(), h)
 }
 
 /// How a receiver ended, if it did within `t`.

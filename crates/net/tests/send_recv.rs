@@ -1445,3 +1445,43 @@ fn a_synthetic_stream_runs_memory_to_memory() {
     longhaul_net::transfer::synthetic_fill(&mut want, 0);
     assert!(std::fs::read(dst.path().join("synthetic")).unwrap() == want);
 }
+
+/// A name with control characters in it is refused with the name escaped, so a
+/// sender cannot write to the receiver's terminal (or to the sender's, relayed).
+#[test]
+fn refused_names_are_shown_escaped() {
+    let dst = tempfile::tempdir().unwrap();
+    let (addr, h) = receiver(recv_opts(dst.path(), "t"));
+    let reply = offer(addr, "t", "../\u{1b}[2Jgone\nline");
+    let Msg::Reject { reason } = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(
+        !reason.contains('\u{1b}') && !reason.contains('\n'),
+        "{reason:?}"
+    );
+    assert!(reason.contains("\\u{1b}[2Jgone\\nline"), "{reason}");
+    let e = h.join().unwrap().unwrap_err().to_string();
+    assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e:?}");
+}
+
+/// The sender's progress counts what the receiver confirms it stored, and ends at
+/// the bytes sent.
+#[test]
+fn progress_counts_what_the_receiver_stored() {
+    let src = tempfile::tempdir().unwrap();
+    let dst = tempfile::tempdir().unwrap();
+    let f = src.path().join("f.bin");
+    write(&f, 3_000_000, 9);
+    let (addr, h) = receiver(recv_opts(dst.path(), "k"));
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let o = SendOptions {
+        progress: Some(progress.clone()),
+        ..send_opts(vec![f], addr, "k", 2)
+    };
+    let (sent, _) = outcome(send(&o), h, "progress");
+    assert_eq!(
+        progress.load(std::sync::atomic::Ordering::Relaxed),
+        sent.bytes
+    );
+}

@@ -135,8 +135,9 @@ pub enum TransferError {
     /// The token given is too weak (the message says how to make one).
     #[error("{0}")]
     WeakToken(String),
-    /// A file name the receiver will not write.
-    #[error("refusing `{path}`: {why}")]
+    /// A file name the receiver will not write (shown escaped: a sender may put
+    /// control characters in a name, and they must not reach a terminal).
+    #[error("refusing `{}`: {why}", path.escape_debug())]
     UnsafePath {
         /// The name as offered.
         path: String,

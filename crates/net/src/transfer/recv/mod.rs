@@ -492,6 +492,10 @@ fn serve_session(
         .iter()
         .map(|f| f.refetched)
         .sum();
+    // The last count first: the sender's progress ends where the files do.
+    let _ = session.writer.send(&Msg::Progress {
+        bytes: sink.stored.load(Ordering::Relaxed),
+    });
     let finished = session.writer.send(&Msg::Finished);
     // The sender reads nothing after it: end the control reader (a sender that
     // kept the connection open would keep it, and this directory, a while).

@@ -69,10 +69,19 @@ pub(super) fn prepare(
     let dir_names: Vec<&str> = dirs.iter().map(|d| d.path.as_str()).collect();
     if let Some(clash) = name_clash(&file_names, &dir_names) {
         let why = match clash {
-            NameClash::Twice(n) => format!("`{n}` is offered twice"),
-            NameClash::FileAndFolder(n) => format!("`{n}` is offered as a file and as a folder"),
+            NameClash::Twice(n) => format!("`{}` is offered twice", n.escape_debug()),
+            NameClash::FileAndFolder(n) => {
+                format!(
+                    "`{}` is offered as a file and as a folder",
+                    n.escape_debug()
+                )
+            }
             NameClash::InsideFile { name, file } => {
-                format!("`{name}` is offered inside `{file}`, which is also offered as a file")
+                format!(
+                    "`{}` is offered inside `{}`, which is also offered as a file",
+                    name.escape_debug(),
+                    file.escape_debug()
+                )
             }
         };
         return Err(TransferError::Protocol(why));

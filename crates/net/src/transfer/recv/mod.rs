@@ -12,7 +12,7 @@ use channels::{accept_sender, serve_channel, serve_control, Door};
 use listen::Authenticated;
 pub use listen::{Log, Server, MAX_PENDING, MAX_PER_SOURCE, PRE_AUTH_DEADLINE};
 use prepare::{prepare, Offer, Prepared};
-use session::{Event, Session, COMMIT_BATCH, DRAIN_QUIET, MAX_REFETCH, PROGRESS_EVERY};
+use session::{Event, Session, DRAIN_QUIET};
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -26,7 +26,7 @@ use std::time::Duration;
 use longhaul_proto::udt::UdtConnConfig;
 
 use super::channel::{Listener, Seal, Transport};
-use super::control::{unhex, Control, Msg, Side};
+use super::control::{Control, Msg, Side};
 use super::TransferError;
 use crate::clock::Clock;
 use crate::Impairment;
@@ -341,122 +341,13 @@ fn serve_session(
         told: (0, Clock::new(), 0),
     };
     let mut open_channels = usize::from(channels);
-    let mut undone = files.len();
-    let mut failure: Option<TransferError> = None;
-    // The data phase: blocks land on the channel threads; this loop verifies each
-    // file once all its blocks and its digest are in, and commits verified files in
-    // batches (one syncfs, then renames and confirmations).
-    // An error that ends the loop below at once (a failed commit or check) joins
-    // the others in `failure`, so that every failure reaches the sender.
-    let mut data_phase = || -> Result<(), TransferError> {
-        while failure.is_none() && (undone > 0 || open_channels > 0) {
-            let ev = if session.batch.is_empty() {
-                // No deadline here: a file of a terabyte says nothing until its last
-                // block. A dead sender ends the channels (its closed port refuses
-                // UDT's datagrams; TCP resets) and the control channel, and that comes
-                // as an event.
-                match rx.recv_timeout(PROGRESS_EVERY) {
-                    Ok(ev) => ev,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        session.progress(&sink.stored);
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        failure = Some(TransferError::Protocol(
-                            "every channel ended with files unfinished".into(),
-                        ));
-                        break;
-                    }
-                }
-            } else {
-                match rx.try_recv() {
-                    Ok(ev) if session.batch.len() < COMMIT_BATCH => ev,
-                    Ok(ev) => {
-                        undone -= session.commit()?;
-                        ev
-                    }
-                    Err(_) => {
-                        undone -= session.commit()?;
-                        continue;
-                    }
-                }
-            };
-            session.progress(&sink.stored);
-            match ev {
-                Event::Ctl(Ok(Msg::Digest {
-                    file,
-                    digest,
-                    changed,
-                    replaced,
-                })) => {
-                    let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
-                    match (session.digests.get_mut(file as usize), d) {
-                        (Some(slot @ None), Some(d)) => *slot = Some(d),
-                        _ => {
-                            failure = Some(TransferError::Protocol(format!(
-                                "a bad digest for file {file}"
-                            )));
-                            continue;
-                        }
-                    }
-                    let file = file as usize;
-                    if replaced && !session.start_replacing(file) {
-                        failure = Some(TransferError::Protocol(format!(
-                            "file {file} sent to replace one here, without `--overwrite`"
-                        )));
-                        continue;
-                    }
-                    if session.is_present(file) {
-                        undone -= session.check_present(file);
-                        continue;
-                    }
-                    // Kept blocks the sender sends again, whose new copies are not
-                    // here yet: the file waits for them (their `Written`).
-                    session.forget_kept(file, &changed, block_size);
-                    // Files already whole from an interrupted session, and empty
-                    // ones, wait only for this.
-                    if session.is_whole(file) {
-                        undone -= session.check(file)?;
-                    }
-                }
-                Event::Ctl(Ok(m)) => {
-                    failure = Some(TransferError::Protocol(format!("unexpected {m:?}")));
-                }
-                Event::Ctl(Err(e)) => failure = Some(e),
-                Event::Written(file) => {
-                    // Whole when it was sent, but maybe not now: the digest may
-                    // since have said a kept block is coming again (its new copy
-                    // sends `Written` once more).
-                    if session.digests[file].is_some() && session.is_whole(file) {
-                        undone -= session.check(file)?;
-                    }
-                }
-                Event::Corrupt(file, offset, len) => {
-                    let n = session.attempts.entry((file, offset)).or_insert(0);
-                    *n += 1;
-                    if *n > MAX_REFETCH {
-                        failure = Some(TransferError::Integrity(format!(
-                            "block {file}@{offset} arrived damaged {MAX_REFETCH} times"
-                        )));
-                    } else if let Err(e) = session.writer.send(&Msg::Resend {
-                        blocks: vec![(file, offset, len)],
-                    }) {
-                        failure = Some(e);
-                    }
-                }
-                Event::ChannelEnded(r) => {
-                    open_channels -= 1;
-                    if let Err(e) = r {
-                        failure = Some(e);
-                    }
-                }
-            }
-        }
-        Ok(())
-    };
-    if let Err(e) = data_phase() {
-        failure.get_or_insert(e);
-    }
+    let mut failure = session.run(
+        &rx,
+        &sink.stored,
+        &mut open_channels,
+        files.len(),
+        block_size,
+    );
     // Whatever verified stays verified: commit it even if the session is failing.
     if !session.batch.is_empty() {
         if let Err(e) = session.commit() {

@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::super::beneath::DirHandle;
-use super::super::control::{ControlWriter, Msg};
+use super::super::control::{unhex, ControlWriter, Msg};
 use super::super::TransferError;
 use super::incoming::{Incoming, PART_MODE};
 use crate::clock::Clock;
@@ -78,6 +78,135 @@ pub(super) struct Session {
 }
 
 impl Session {
+    /// The data phase: blocks land on the channel threads; this verifies each file
+    /// once all its blocks and its digest are in, and commits verified files in
+    /// batches (one syncfs, then renames and confirmations), until every file is
+    /// done and every channel has ended. Returns what failed, if anything: every
+    /// failure ends the phase and reaches the sender. `open_channels` counts down
+    /// as channels end (the caller drains the rest after a failure).
+    pub(super) fn run(
+        &mut self,
+        rx: &mpsc::Receiver<Event>,
+        stored: &AtomicU64,
+        open_channels: &mut usize,
+        files: usize,
+        block_size: u32,
+    ) -> Option<TransferError> {
+        let mut undone = files;
+        let mut phase = || -> Result<(), TransferError> {
+            while undone > 0 || *open_channels > 0 {
+                let ev = if self.batch.is_empty() {
+                    // No deadline here: a file of a terabyte says nothing until
+                    // its last block. A dead sender ends the channels (its closed
+                    // port refuses UDT's datagrams; TCP resets) and the control
+                    // channel, and that comes as an event.
+                    match rx.recv_timeout(PROGRESS_EVERY) {
+                        Ok(ev) => ev,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            self.progress(stored);
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            return Err(TransferError::Protocol(
+                                "every channel ended with files unfinished".into(),
+                            ))
+                        }
+                    }
+                } else {
+                    match rx.try_recv() {
+                        Ok(ev) if self.batch.len() < COMMIT_BATCH => ev,
+                        Ok(ev) => {
+                            undone -= self.commit()?;
+                            ev
+                        }
+                        Err(_) => {
+                            undone -= self.commit()?;
+                            continue;
+                        }
+                    }
+                };
+                self.progress(stored);
+                undone -= self.on_event(ev, open_channels, block_size)?;
+            }
+            Ok(())
+        };
+        phase().err()
+    }
+
+    /// One event of the data phase; returns how many files finished. A channel's
+    /// end counts `open_channels` down.
+    fn on_event(
+        &mut self,
+        ev: Event,
+        open_channels: &mut usize,
+        block_size: u32,
+    ) -> Result<usize, TransferError> {
+        match ev {
+            Event::Ctl(Ok(Msg::Digest {
+                file,
+                digest,
+                changed,
+                replaced,
+            })) => {
+                let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
+                match (self.digests.get_mut(file as usize), d) {
+                    (Some(slot @ None), Some(d)) => *slot = Some(d),
+                    _ => {
+                        return Err(TransferError::Protocol(format!(
+                            "a bad digest for file {file}"
+                        )))
+                    }
+                }
+                let file = file as usize;
+                if replaced && !self.start_replacing(file) {
+                    return Err(TransferError::Protocol(format!(
+                        "file {file} sent to replace one here, without `--overwrite`"
+                    )));
+                }
+                if self.is_present(file) {
+                    return Ok(self.check_present(file));
+                }
+                // Kept blocks the sender sends again, whose new copies are not
+                // here yet: the file waits for them (their `Written`).
+                self.forget_kept(file, &changed, block_size);
+                // Files already whole from an interrupted session, and empty
+                // ones, wait only for this.
+                if self.is_whole(file) {
+                    return self.check(file);
+                }
+                Ok(0)
+            }
+            Event::Ctl(Ok(m)) => Err(TransferError::Protocol(format!("unexpected {m:?}"))),
+            Event::Ctl(Err(e)) => Err(e),
+            Event::Written(file) => {
+                // Whole when it was sent, but maybe not now: the digest may since
+                // have said a kept block is coming again (its new copy sends
+                // `Written` once more).
+                if self.digests[file].is_some() && self.is_whole(file) {
+                    return self.check(file);
+                }
+                Ok(0)
+            }
+            Event::Corrupt(file, offset, len) => {
+                let n = self.attempts.entry((file, offset)).or_insert(0);
+                *n += 1;
+                if *n > MAX_REFETCH {
+                    return Err(TransferError::Integrity(format!(
+                        "block {file}@{offset} arrived damaged {MAX_REFETCH} times"
+                    )));
+                }
+                self.writer.send(&Msg::Resend {
+                    blocks: vec![(file, offset, len)],
+                })?;
+                Ok(0)
+            }
+            Event::ChannelEnded(r) => {
+                *open_channels -= 1;
+                r.map(|()| 0)
+            }
+        }
+    }
+
     /// Tells the sender how many bytes are stored, at most every
     /// [`PROGRESS_EVERY`] and only when it moved: its progress shows what is here,
     /// not what its own buffers took.

@@ -2,7 +2,9 @@
 //!
 //! This machine's kernel has no netem, so the emulator does netem's job in user
 //! space, the way mahimahi and Pantheon do, but in one process with one ordered
-//! pipeline per direction (`../shared/reference/emulation.md`, §6):
+//! pipeline per direction (mahimahi: Netravali et al., "Mahimahi: Accurate
+//! Record-and-Replay for HTTP", USENIX ATC 2015; Pantheon: Yan et al., USENIX ATC
+//! 2018):
 //!
 //! ```text
 //!  client ns            emulator (this crate)                          server ns

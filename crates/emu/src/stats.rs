@@ -4,7 +4,8 @@
 //! directions (no tunnel, no clock sync): a packet's one-way delay is the time from
 //! its read off one TUN to its write onto the other, throughput is counted at the
 //! write, and loss is counted where it happens, by cause. Metrics follow Pantheon
-//! (`../shared/reference/emulation.md`, §2 and §5): a flow's throughput runs from its
+//! (Yan et al., "Pantheon: the training ground for Internet congestion-control
+//! research", USENIX ATC 2018): a flow's throughput runs from its
 //! first to its last delivery; delays are reported as p50/p95/p99.
 
 use std::collections::HashMap;

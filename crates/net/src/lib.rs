@@ -11,10 +11,14 @@
 //! only when the next deadline is more than [`SPIN`] away, and spins (yielding the
 //! core) the rest of the way, as UDT4 does with its TSC timer.
 //!
-//! What is not here yet (issue 8): batched I/O (`sendmmsg`/`recvmmsg`, GSO/GRO), the
-//! transfer protocol (control channel, authentication, block map, resume journal,
-//! verification) and `longhaul send`/`recv`. One socket per connection: a listener
-//! accepts one connection on its port (UDT4 multiplexes by socket ID).
+//! Above the socket: [`transfer`] (`longhaul send`/`recv`: the control channel,
+//! parallel data channels, resume, verification) and [`secure`] (the handshake and
+//! the encryption of every channel; see `docs/security.md`).
+//!
+//! What it does not do: it implements no cryptographic primitive (`snow` and `ring`
+//! do), and it is the only crate that reads the clock or touches sockets. One socket
+//! per connection: a listener accepts one connection on its port (UDT4 multiplexes
+//! by socket ID).
 
 #![warn(missing_docs)]
 

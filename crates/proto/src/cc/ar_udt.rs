@@ -1,5 +1,7 @@
 //! AR-UDT: UDT with a sending period that keeps adapting inside the SYN interval, as
-//! the AR-UDT study states it (`../shared/studies/README.md` §1).
+//! the AR-UDT study states it (Dosik An, Gicheol Wang, Seunghae Kim and Gihwan Cho,
+//! "An Adaptive UDT Rate Control Method on Network Traffic Condition", in Korean;
+//! `studies/ar-udt/README.md`).
 //!
 //! On every full ACK the RTT it carries feeds a two-step linear prediction:
 //!

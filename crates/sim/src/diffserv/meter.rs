@@ -87,7 +87,7 @@ fn elapsed(last: &mut Instant, now: Instant) -> u64 {
 ///   else                 -> conform; actual = a', compounded = c', tokens = 0
 /// ```
 ///
-/// The sources (`../shared/reference/protocol-specs.md` §4) give a worked example
+/// Cisco's descriptions of CAR (committed access rate) give a worked example
 /// (rate 1, Bc 2, Be 4, two 1-unit packets a tick: debts 1/1, 2/3, a drop leaving 2/0,
 /// 3/3, a drop) that holds only if refills go to the tokens and not to the actual
 /// debt while the bucket has room, so that is what this does: the debt is repaid only

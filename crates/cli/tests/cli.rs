@@ -455,12 +455,15 @@ fn a_udp_source_that_makes_the_run_long_is_warned_about() {
     }
 }
 
-/// The scenario example in README.md is a valid scenario, so the documentation
-/// cannot drift from the format.
+/// The scenario examples in docs/scenarios.md are valid scenarios, so the
+/// documentation cannot drift from the format.
 #[test]
 fn readme_example_is_valid() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let readme = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/scenarios.md"
+    ))
+    .unwrap();
     let section = &readme[readme.find("## Scenario format").expect("section")..];
     // Every block there that is a whole scenario (it sets a duration).
     let mut checked = 0;

@@ -27,7 +27,7 @@
 //! trace = true                         # cwnd/RTT trace
 //! pcap = ["link1"]                     # link directions to capture
 //! ```
-//! The README documents every key.
+//! `docs/scenarios.md` documents every key.
 
 use std::path::{Path, PathBuf};
 

@@ -1315,3 +1315,26 @@ fn tokens_are_made_strong_and_weak_ones_refused() {
         assert!(stderr(&o).contains("longhaul token"), "{}", stderr(&o));
     }
 }
+
+/// A scenario of 10 001 flows is refused by `check` and by `run` alike, exit 2,
+/// naming the key and the limit (`check` passed it and `run` failed with exit 1).
+#[test]
+fn too_many_flows_is_bad_input_for_check_and_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from(
+        "duration = \"1s\"\n[topology]\nkind = \"chain\"\n[[topology.links]]\nrate = \"1Gbps\"\ndelay = \"1ms\"\n",
+    );
+    for _ in 0..10_001 {
+        text.push_str("[[flow]]\nprotocol = \"udp\"\nrate = \"1Mbps\"\n");
+    }
+    std::fs::write(dir.path().join("many.toml"), &text).unwrap();
+    for cmd in ["check", "run"] {
+        let o = longhaul(&["sim", cmd, "many.toml"], dir.path());
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("flow") && e.contains("at most 10000"),
+            "{cmd}: {e}"
+        );
+    }
+}

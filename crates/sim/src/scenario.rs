@@ -56,6 +56,10 @@ use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 const MAX_MESSAGE: u32 = 1 << 20;
 /// Most samples a series may hold (duration / interval).
 const MAX_SAMPLES: u128 = 10_000_000;
+/// The most flows a scenario may hold, transfer channels included: each flow gets
+/// its own range of ports, and `check` and `run` both refuse more (one limit, one
+/// place).
+pub const MAX_FLOWS: usize = 10_000;
 use crate::units::{parse_queue, parse_rate, parse_size, parse_time};
 
 mod transfer;
@@ -845,6 +849,18 @@ impl Loader<'_> {
                 TopologyFile::Dumbbell { .. } => (format!("s{i}"), format!("r{i}")),
             }
         };
+        let too_many = |n: usize, what: &str| {
+            self.err(
+                "flow",
+                format!(
+                    "{n} {what}; a scenario holds at most {MAX_FLOWS} (each flow has its own \
+                     ports): split it into several scenarios, or sweep over the flow count"
+                ),
+            )
+        };
+        if f.flow.len() > MAX_FLOWS {
+            return Err(too_many(f.flow.len(), "[[flow]] tables"));
+        }
         let mut flows = vec![];
         for (i, fl) in f.flow.iter().enumerate() {
             let key = format!("flow[{i}]");
@@ -891,6 +907,9 @@ impl Loader<'_> {
                 &f.duration,
             )?;
             transfers.push(x);
+        }
+        if flows.len() > MAX_FLOWS {
+            return Err(too_many(flows.len(), "flows with the transfers' channels"));
         }
         if f.stop_when_done && transfers.is_empty() {
             return Err(self.err(

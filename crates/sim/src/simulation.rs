@@ -229,10 +229,17 @@ impl Simulation {
                 )));
             }
             let fi = i as u32;
+            // The loader refuses more flows (`scenario::MAX_FLOWS`): a scenario
+            // built in code is held to the same limit.
             let port_off = u16::try_from(i)
                 .ok()
-                .filter(|p| *p < 10000)
-                .ok_or_else(|| RunError::Spec("at most 10 000 flows per scenario".into()))?;
+                .filter(|&p| usize::from(p) < crate::scenario::MAX_FLOWS)
+                .ok_or_else(|| {
+                    RunError::Spec(format!(
+                        "at most {} flows per scenario",
+                        crate::scenario::MAX_FLOWS
+                    ))
+                })?;
             sched.schedule(f.start(), Event::FlowStart(fi));
             match f {
                 FlowSpec::Tcp(spec) => {

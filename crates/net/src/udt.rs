@@ -421,12 +421,6 @@ impl UdtSocket {
         self.protect.take()
     }
 
-    /// Datagrams dropped because they did not open under the session's keys
-    /// (forged, damaged or replayed).
-    pub fn rejected_datagrams(&self) -> u64 {
-        self.protect.as_ref().map_or(0, |p| p.rejected)
-    }
-
     /// The engine, for its statistics and state.
     pub fn connection(&self) -> &UdtConnection {
         &self.conn

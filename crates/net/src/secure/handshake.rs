@@ -121,6 +121,16 @@ fn noise<'a>(psk: &'a [u8; 32], prologue: &'a [u8]) -> snow::Builder<'a> {
         .prologue(prologue)
 }
 
+/// Writes `pre` and the length-prefixed Noise message `m` in one write (one
+/// flight each way).
+fn write_flight(s: &mut impl Write, pre: Preamble, m: &[u8]) -> io::Result<()> {
+    let mut flight = pre.to_bytes().to_vec();
+    flight.extend_from_slice(&(m.len() as u16).to_be_bytes());
+    flight.extend_from_slice(m);
+    s.write_all(&flight)?;
+    s.flush()
+}
+
 fn read_msg(s: &mut impl Read) -> Result<Vec<u8>, HandshakeError> {
     let mut len = [0u8; 2];
     s.read_exact(&mut len)?;
@@ -150,12 +160,7 @@ pub fn handshake_initiator(
         .expect("a complete Noise builder");
     let mut buf = [0u8; MAX_HANDSHAKE_MSG];
     let n = hs.write_message(&[], &mut buf).expect("fits");
-    // One flight: the preamble and the first message.
-    let mut flight = ours.to_bytes().to_vec();
-    flight.extend_from_slice(&(n as u16).to_be_bytes());
-    flight.extend_from_slice(&buf[..n]);
-    s.write_all(&flight)?;
-    s.flush()?;
+    write_flight(s, ours, &buf[..n])?;
     // A receiver that cannot open the first message (another token) closes: to
     // the sender that is the same failure as an answer that does not open.
     let gone = |e: HandshakeError| match e {
@@ -212,11 +217,7 @@ pub fn handshake_responder(
     hs.read_message(&m, &mut buf)
         .map_err(|_| HandshakeError::Auth)?;
     let n = hs.write_message(&ours.to_bytes(), &mut buf).expect("fits");
-    let mut flight = ours.to_bytes().to_vec();
-    flight.extend_from_slice(&(n as u16).to_be_bytes());
-    flight.extend_from_slice(&buf[..n]);
-    s.write_all(&flight)?;
-    s.flush()?;
+    write_flight(s, ours, &buf[..n])?;
     Ok(keys(&mut hs))
 }
 
@@ -253,10 +254,20 @@ mod tests {
         (sent, h.join().unwrap())
     }
 
+    /// Whether two ends hold the same keys: the same ticket, and a record one
+    /// seals the other opens.
     fn same_keys(a: &SessionKeys, b: &SessionKeys) -> bool {
-        a.ticket(0) == b.ticket(0)
-            && a.aead(Channel::Control, Dir::ToReceiver).algorithm()
-                == b.aead(Channel::Control, Dir::ToReceiver).algorithm()
+        use ring::aead::{Aad, Nonce};
+        let mut msg = b"hello".to_vec();
+        let nonce = || Nonce::assume_unique_for_key([0; 12]);
+        a.aead(Channel::Control, Dir::ToReceiver)
+            .seal_in_place_append_tag(nonce(), Aad::empty(), &mut msg)
+            .unwrap();
+        let opened = b
+            .aead(Channel::Control, Dir::ToReceiver)
+            .open_in_place(nonce(), Aad::empty(), &mut msg)
+            .map(|p| p.to_vec());
+        a.ticket(0) == b.ticket(0) && opened.as_deref() == Ok(&b"hello"[..])
     }
 
     #[test]

@@ -25,20 +25,7 @@ impl RawSender {
         encrypt: bool,
         timeout: Duration,
     ) -> Result<Self, TransferError> {
-        let tcp = TcpStream::connect_timeout(&addr, timeout)
-            .map_err(TransferError::io(format!("connecting to {addr}")))?;
-        tcp.set_read_timeout(Some(timeout))
-            .map_err(TransferError::io("control channel"))?;
-        let mut stream = TimedStream::new(tcp);
-        let preamble = Preamble {
-            version: PROTOCOL_VERSION,
-            encrypt,
-        };
-        let keys = handshake_initiator(&mut stream, &secure::psk(token), preamble)?;
-        let mut ctl = Control::new(stream, &keys, Side::Sender, secure::MAX_RECORD)?;
-        ctl.send(&Msg::Hello {
-            version: PROTOCOL_VERSION,
-        })?;
+        let (ctl, keys) = open_session(addr, token, encrypt, timeout, timeout)?;
         Ok(RawSender { ctl, keys })
     }
 
@@ -56,4 +43,36 @@ impl RawSender {
     pub fn ticket(&self, c: usize) -> [u8; 32] {
         self.keys.ticket(c)
     }
+}
+
+/// A sender's side of a session's start: connects to the receiver at `addr`, runs
+/// the handshake with `token` (the receiver proves the token before anything about
+/// the files is said) within `timeout` a step, sends the key confirmation
+/// (`Hello`), and then waits `then_wait` a step for the receiver.
+pub(crate) fn open_session(
+    addr: SocketAddr,
+    token: &str,
+    encrypt: bool,
+    timeout: Duration,
+    then_wait: Duration,
+) -> Result<(Control, SessionKeys), TransferError> {
+    let tcp = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(TransferError::io(format!("connecting to {addr}")))?;
+    tcp.set_read_timeout(Some(timeout))
+        .map_err(TransferError::io("control channel"))?;
+    let mut stream = TimedStream::new(tcp);
+    let preamble = Preamble {
+        version: PROTOCOL_VERSION,
+        encrypt,
+    };
+    let keys = handshake_initiator(&mut stream, &secure::psk(token), preamble)?;
+    stream
+        .get_ref()
+        .set_read_timeout(Some(then_wait))
+        .map_err(TransferError::io("control channel"))?;
+    let mut ctl = Control::new(stream, &keys, Side::Sender, secure::MAX_RECORD)?;
+    ctl.send(&Msg::Hello {
+        version: PROTOCOL_VERSION,
+    })?;
+    Ok((ctl, keys))
 }

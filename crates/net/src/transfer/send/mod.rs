@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -15,11 +15,10 @@ use longhaul_proto::transfer::HEADER_LEN;
 use longhaul_proto::udt::UdtConnConfig;
 
 use super::channel::{DataChannel, Seal};
-use super::control::{
-    unhex, Control, ControlWriter, DirEntry, FileEntry, Msg, Side, TimedStream, PROTOCOL_VERSION,
-};
+use super::control::{unhex, ControlWriter, DirEntry, FileEntry, Msg, Side};
+use super::raw::open_session;
 use super::{TransferError, END_OF_CHANNEL};
-use crate::secure::{self, handshake_initiator, Preamble, SessionKeys};
+use crate::secure::{self};
 use crate::Impairment;
 
 mod listing;
@@ -196,7 +195,16 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         })
         .transpose()?;
     let clock = crate::clock::Clock::new();
-    let (mut ctl, keys) = open_session(opts)?;
+    // After the handshake, a step's wait or longer: the receiver reads back what
+    // it holds before it answers the offer (saying how far it got).
+    let then_wait = opts.timeout.max(Duration::from_secs(600));
+    let (mut ctl, keys) = open_session(
+        opts.dest,
+        &opts.token,
+        opts.encrypt,
+        opts.timeout,
+        then_wait,
+    )?;
     let handshake = Duration::from_nanos(clock.now().as_nanos());
     ctl.send(&Msg::Offer {
         files: files
@@ -428,31 +436,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         confirmation_waits,
         handshake,
     })
-}
-
-/// Connects to the receiver, runs the handshake (the receiver proves the token
-/// before anything about the files is said) and sends the key confirmation.
-fn open_session(opts: &SendOptions) -> Result<(Control, SessionKeys), TransferError> {
-    let tcp = TcpStream::connect_timeout(&opts.dest, opts.timeout)
-        .map_err(TransferError::io(format!("connecting to {}", opts.dest)))?;
-    tcp.set_read_timeout(Some(opts.timeout))
-        .map_err(TransferError::io("control channel"))?;
-    let mut stream = TimedStream::new(tcp);
-    let preamble = Preamble {
-        version: PROTOCOL_VERSION,
-        encrypt: opts.encrypt,
-    };
-    let keys = handshake_initiator(&mut stream, &secure::psk(&opts.token), preamble)?;
-    // Then a step's wait, or longer: the receiver reads back what it holds.
-    stream
-        .get_ref()
-        .set_read_timeout(Some(opts.timeout.max(Duration::from_secs(600))))
-        .map_err(TransferError::io("control channel"))?;
-    let mut ctl = Control::new(stream, &keys, Side::Sender, secure::MAX_RECORD)?;
-    ctl.send(&Msg::Hello {
-        version: PROTOCOL_VERSION,
-    })?;
-    Ok((ctl, keys))
 }
 
 /// One data channel's work: connect, present the ticket, send the blocks the

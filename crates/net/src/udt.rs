@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 use std::time::Duration as StdDuration;
 
 use longhaul_proto::udt::{Event, State, UdtConnConfig, UdtConnection};
-use longhaul_proto::Instant;
+use longhaul_proto::{Engine, Instant};
 
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::socket::{setsockopt, sockopt};
@@ -260,7 +260,7 @@ impl UdtListener {
                         },
                     };
                     conn.set_handshake_peer(address_tag(from));
-                    conn.handle_datagram(now, &buf[plain]);
+                    conn.handle_datagram(now, &buf[plain.clone()], plain.len());
                     if conn.state() == State::Connected {
                         // Its answer is queued: the socket sends it once connected.
                         self.sock.connect(from)?;
@@ -724,7 +724,8 @@ impl UdtSocket {
                         },
                     };
                     let now = self.clock.now();
-                    self.conn.handle_datagram(now, &self.rx[plain]);
+                    self.conn
+                        .handle_datagram(now, &self.rx[plain.clone()], plain.len());
                     self.last_rx = now;
                     self.refused_since = None;
                     any = true;

@@ -22,17 +22,19 @@
 #![warn(missing_docs)]
 
 pub mod cc;
-#[cfg(test)]
-mod damage;
+pub mod engine;
 pub mod rtt;
 pub mod sctp;
 pub mod seq;
 pub mod tcp;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 pub mod time;
 pub mod transfer;
 pub mod udt;
 
+pub use engine::{Engine, Layer, Transmit};
 pub use time::{Bandwidth, Duration, Instant};
 
 /// Slow-start rounds whose bytes an engine books (`round_bytes` of TCP and SCTP).

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration as StdDuration;
 
 use longhaul_proto::udt::{Event, NakReport, State, UdtConnConfig, UdtConnection};
-use longhaul_proto::Instant;
+use longhaul_proto::{Engine, Instant};
 
 const BYTES: usize = 8_000_000;
 /// Every test is bounded: past this the peer is killed and the test fails.
@@ -139,7 +139,8 @@ impl Driver {
 
     fn deliver(&mut self, datagram: &[u8]) {
         if datagram.len() >= 4 && !self.drop(datagram) {
-            self.conn.handle_datagram(self.now(), datagram);
+            self.conn
+                .handle_datagram(self.now(), datagram, datagram.len());
         }
     }
 }

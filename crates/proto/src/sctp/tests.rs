@@ -1,116 +1,49 @@
 use super::*;
+use crate::testkit;
+use longhaul_wire::sctp::{DupTsns, GapBlocks, PacketBuilder, SackRepr, SctpPacket, SctpRepr};
+use longhaul_wire::{IpProtocol, Ipv4Repr};
 
 const A: Ipv4Address = Ipv4Address([10, 0, 0, 1]);
 const Z: Ipv4Address = Ipv4Address([10, 0, 0, 2]);
 
-/// Decides whether packet `index` sent by `side` is lost.
-type DropRule = Box<dyn FnMut(usize, usize, &[u8]) -> bool>;
-
-/// Two endpoints joined by a path with a fixed one-way delay, an optional rate and a
-/// drop rule, run in time order.
-struct Net {
-    ends: [SctpAssociation; 2],
-    now: Instant,
-    delay: u64,
-    /// Nanoseconds per byte on the wire (0: infinite rate).
-    ns_per_byte: u64,
-    line_free: [Instant; 2],
-    queue: Vec<(Instant, u64, usize, Vec<u8>)>,
-    seq: u64,
-    /// Packets sent by each side, in order.
-    sent: [Vec<Vec<u8>>; 2],
-    drop: DropRule,
-    events: [Vec<(Instant, Event)>; 2],
+/// The applications: each end reads every message as it arrives.
+#[derive(Default)]
+struct Readers {
     received: [Vec<Message>; 2],
-    /// Rewrites each packet as it arrives (the identity unless a test sets it).
-    mangle: Box<crate::damage::Mangle>,
 }
 
-impl Net {
-    fn new(cfg: SctpConfig, one_way_ms: u64) -> Self {
-        let a = SctpAssociation::new(cfg, (A, 5000), (Z, 6000), 1);
-        let z = SctpAssociation::new(cfg, (Z, 6000), (A, 5000), 2);
-        Net {
-            ends: [a, z],
-            now: Instant::ZERO,
-            delay: one_way_ms * 1_000_000,
-            ns_per_byte: 0,
-            line_free: [Instant::ZERO; 2],
-            queue: vec![],
-            seq: 0,
-            sent: [vec![], vec![]],
-            drop: Box::new(|_, _, _| false),
-            events: [vec![], vec![]],
-            received: [vec![], vec![]],
-            mangle: Box::new(|_| {}),
+impl testkit::App<SctpAssociation> for Readers {
+    fn after_flush(&mut self, side: usize, end: &mut SctpAssociation, _now: Instant) {
+        while let Some(m) = end.recv() {
+            self.received[side].push(m);
         }
     }
+}
 
-    fn flush(&mut self) {
-        for side in 0..2 {
-            let mut buf = [0u8; 1500];
-            while let Some(n) = self.ends[side].poll_transmit(self.now, &mut buf) {
-                let pkt = buf[..n].to_vec();
-                let idx = self.sent[side].len();
-                self.sent[side].push(pkt.clone());
-                let start = self.now.max(self.line_free[side]);
-                let done = start.add_nanos(self.ns_per_byte * n as u64);
-                self.line_free[side] = done;
-                if !(self.drop)(side, idx, &pkt) {
-                    self.seq += 1;
-                    self.queue
-                        .push((done.add_nanos(self.delay), self.seq, 1 - side, pkt));
-                }
-            }
-            while let Some(e) = self.ends[side].poll_event() {
-                self.events[side].push((self.now, e));
-            }
-            while let Some(m) = self.ends[side].recv() {
-                self.received[side].push(m);
-            }
-        }
-    }
+type Net = testkit::Pair<SctpAssociation, Readers>;
 
-    /// Runs until nothing is left to do or `until`.
-    fn run(&mut self, until: Instant) {
-        loop {
-            self.flush();
-            let next_pkt = self.queue.iter().map(|q| (q.0, q.1)).min();
-            let next_timer = self.ends.iter().filter_map(|e| e.poll_timeout()).min();
-            let t = match (next_pkt, next_timer) {
-                (Some((p, _)), Some(t)) => p.min(t),
-                (Some((p, _)), None) => p,
-                (None, Some(t)) => t,
-                (None, None) => return,
-            };
-            if t > until {
-                return;
-            }
-            self.now = t;
-            if next_pkt.is_some_and(|(p, _)| p == t) {
-                let i = self
-                    .queue
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|(_, q)| (q.0, q.1))
-                    .map(|(i, _)| i)
-                    .unwrap();
-                let (_, _, to, mut pkt) = self.queue.remove(i);
-                (self.mangle)(&mut pkt);
-                self.ends[to].handle_datagram(t, &pkt);
-            } else {
-                for e in &mut self.ends {
-                    if e.poll_timeout().is_some_and(|d| d <= t) {
-                        e.handle_timeout(t);
-                    }
-                }
-            }
-        }
-    }
+/// Two associations, A (`ends[0]`) and Z, over a path of `one_way_ms` each way.
+fn net(cfg: SctpConfig, one_way_ms: u64) -> Net {
+    let a = SctpAssociation::new(cfg, (A, 5000), (Z, 6000), 1);
+    let z = SctpAssociation::new(cfg, (Z, 6000), (A, 5000), 2);
+    Net::new(
+        [a, z],
+        crate::Duration::from_millis(one_way_ms),
+        0,
+        Readers::default(),
+    )
+}
 
-    fn open(&mut self) {
-        self.ends[1].listen().unwrap();
-        self.ends[0].connect(self.now).unwrap();
+/// Z listens, A connects.
+fn open(net: &mut Net) {
+    net.ends[1].listen().unwrap();
+    net.ends[0].connect(net.now).unwrap();
+}
+
+/// The same serialisation time per byte both ways.
+fn set_ns_per_byte(net: &mut Net, ns: u64) {
+    for p in &mut net.paths {
+        p.ns_per_byte = ns;
     }
 }
 
@@ -121,9 +54,9 @@ fn chunks_of(pkt: &[u8]) -> Vec<ChunkRepr<'_>> {
 }
 
 /// The chunk types of each packet, in order.
-fn chunk_kinds(pkts: &[Vec<u8>]) -> Vec<Vec<u8>> {
+fn chunk_kinds(pkts: &[testkit::Sent]) -> Vec<Vec<u8>> {
     pkts.iter()
-        .map(|p| chunks_of(p).iter().map(|c| c.kind()).collect())
+        .map(|p| chunks_of(&p.bytes).iter().map(|c| c.kind()).collect())
         .collect()
 }
 
@@ -143,8 +76,8 @@ fn ms(n: u64) -> Instant {
 
 #[test]
 fn setup_takes_two_round_trips_and_data_rides_on_the_cookie_echo() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.ends[0].send(0, 0, false, &[1; 100]).unwrap();
     net.run(ms(1000));
     // INIT, then COOKIE-ECHO with the DATA bundled after it.
@@ -158,13 +91,13 @@ fn setup_takes_two_round_trips_and_data_rides_on_the_cookie_echo() {
     assert_eq!(net.events[1][0], (ms(30), Event::Connected));
     assert_eq!(net.events[0][0], (ms(40), Event::Connected));
     assert_eq!(net.ends[1].data_arrivals(), Some((ms(30), ms(30))));
-    assert_eq!(net.received[1][0].data, vec![1; 100]);
+    assert_eq!(net.app.received[1][0].data, vec![1; 100]);
 }
 
 #[test]
 fn a_1460_byte_message_is_cut_into_1452_and_8_and_small_chunks_are_bundled() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.run(ms(100));
     net.ends[0].send(0, 0, false, &[7; 1460]).unwrap();
     for i in 0..5u8 {
@@ -173,7 +106,7 @@ fn a_1460_byte_message_is_cut_into_1452_and_8_and_small_chunks_are_bundled() {
     net.run(ms(1000));
     let data: Vec<(usize, Vec<usize>)> = net.sent[0][2..]
         .iter()
-        .map(|p| (p.len(), data_lens(p)))
+        .map(|p| (p.bytes.len(), data_lens(&p.bytes)))
         .filter(|(_, d)| !d.is_empty())
         .collect();
     // 20 (IPv4) + 12 (common header) + 16 (DATA header) + 1452 = 1500.
@@ -184,8 +117,8 @@ fn a_1460_byte_message_is_cut_into_1452_and_8_and_small_chunks_are_bundled() {
         data[1],
         (32 + 24 + 5 * 116, vec![8, 100, 100, 100, 100, 100])
     );
-    assert_eq!(net.received[1].len(), 6);
-    assert_eq!(net.received[1][0].data.len(), 1460);
+    assert_eq!(net.app.received[1].len(), 6);
+    assert_eq!(net.app.received[1][0].data.len(), 1460);
 }
 
 #[test]
@@ -197,8 +130,8 @@ fn the_initial_window_carries_three_1460_byte_messages_in_the_rfc4960_profile() 
         // and two tails.
         (SctpConfig::RFC9260, 1452 * 3 + 16),
     ] {
-        let mut net = Net::new(cfg, 10);
-        net.open();
+        let mut net = net(cfg, 10);
+        open(&mut net);
         net.run(ms(100));
         for _ in 0..20 {
             net.ends[0].send(0, 0, false, &[0; 1460]).unwrap();
@@ -214,8 +147,8 @@ fn the_round_log_stops_after_its_last_round() {
     // One message at a time, each acknowledged (after the delayed-SACK timer) before
     // the next is sent: each opens a round, and there are more of them than rounds
     // are booked.
-    let mut net = Net::new(SctpConfig::RFC9260, 10);
-    net.open();
+    let mut net = net(SctpConfig::RFC9260, 10);
+    open(&mut net);
     net.run(ms(100));
     let messages = crate::ROUND_LOG_ROUNDS as usize + 40;
     for _ in 0..messages {
@@ -230,8 +163,8 @@ fn the_round_log_stops_after_its_last_round() {
 
 #[test]
 fn a_loss_on_one_stream_does_not_delay_another() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.run(ms(100));
     // Drop the first data packet the client sends after setup: stream 1's message.
     let data_pkts = std::rc::Rc::new(std::cell::Cell::new(0));
@@ -247,7 +180,7 @@ fn a_loss_on_one_stream_does_not_delay_another() {
     net.ends[0].send(2, 0, false, &[2; 1000]).unwrap();
     net.ends[0].send(2, 0, false, &[3; 1000]).unwrap();
     net.run(ms(10_000));
-    let order: Vec<(u16, u8)> = net.received[1]
+    let order: Vec<(u16, u8)> = net.app.received[1]
         .iter()
         .map(|m| (m.stream, m.data[0]))
         .collect();
@@ -261,8 +194,8 @@ fn a_loss_on_one_stream_does_not_delay_another() {
 
 #[test]
 fn unordered_messages_skip_the_stream_order() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.run(ms(100));
     let first = std::rc::Rc::new(std::cell::Cell::new(true));
     let f = first.clone();
@@ -276,7 +209,7 @@ fn unordered_messages_skip_the_stream_order() {
     net.ends[0].send(0, 0, false, &[1; 1000]).unwrap();
     net.ends[0].send(0, 0, true, &[2; 1000]).unwrap();
     net.run(ms(10_000));
-    let order: Vec<(bool, u8)> = net.received[1]
+    let order: Vec<(bool, u8)> = net.app.received[1]
         .iter()
         .map(|m| (m.unordered, m.data[0]))
         .collect();
@@ -285,10 +218,10 @@ fn unordered_messages_skip_the_stream_order() {
 
 #[test]
 fn fast_retransmit_fires_on_the_third_miss_indication() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
     // A slow line, so SACKs come one packet apart.
-    net.ns_per_byte = 800; // 10 Mb/s
-    net.open();
+    set_ns_per_byte(&mut net, 800); // 10 Mb/s
+    open(&mut net);
     net.run(ms(100));
     let dropped_tsn = std::rc::Rc::new(std::cell::Cell::new(None));
     let d = dropped_tsn.clone();
@@ -319,7 +252,7 @@ fn fast_retransmit_fires_on_the_third_miss_indication() {
         .iter()
         .enumerate()
         .filter(|(_, p)| {
-            chunks_of(p)
+            chunks_of(&p.bytes)
                 .iter()
                 .any(|c| matches!(c, ChunkRepr::Data { tsn: t, .. } if *t == tsn))
         })
@@ -336,23 +269,23 @@ fn fast_retransmit_fires_on_the_third_miss_indication() {
     let gap_sacks = net.sent[1]
         .iter()
         .filter(|p| {
-            chunks_of(p)
+            chunks_of(&p.bytes)
                 .iter()
                 .any(|c| matches!(c, ChunkRepr::Sack(s) if !s.gap_blocks.is_empty()))
         })
         .count();
     assert!(gap_sacks >= 3, "{gap_sacks}");
-    assert_eq!(net.received[1].len(), 40);
+    assert_eq!(net.app.received[1].len(), 40);
 }
 
 #[test]
 fn transfers_complete_byte_exact_under_random_loss() {
     for seed in 1..=4u64 {
-        let mut net = Net::new(SctpConfig::RFC9260, 5);
-        net.ns_per_byte = 80; // 100 Mb/s
+        let mut net = net(SctpConfig::RFC9260, 5);
+        set_ns_per_byte(&mut net, 80); // 100 Mb/s
         let mut rng = seed;
         net.drop = Box::new(move |_, _, _| splitmix(&mut rng) % 100 < 5);
-        net.open();
+        open(&mut net);
         let mut state = seed * 77;
         let mut sent: Vec<Vec<Vec<u8>>> = vec![vec![]; 3];
         for i in 0..300 {
@@ -365,7 +298,7 @@ fn transfers_complete_byte_exact_under_random_loss() {
         net.ends[0].shutdown().unwrap();
         net.run(Instant::from_nanos(600 * 1_000_000_000));
         let mut got: Vec<Vec<Vec<u8>>> = vec![vec![]; 3];
-        for m in &net.received[1] {
+        for m in &net.app.received[1] {
             got[usize::from(m.stream)].push(m.data.clone());
         }
         assert_eq!(
@@ -386,8 +319,8 @@ fn transfers_complete_byte_exact_under_random_loss() {
 
 #[test]
 fn graceful_shutdown_completes_on_both_sides() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.ends[0].send(0, 0, false, &[5; 3000]).unwrap();
     net.ends[0].shutdown().unwrap();
     net.run(ms(10_000));
@@ -405,7 +338,7 @@ fn graceful_shutdown_completes_on_both_sides() {
     }
     assert!(net.events[0].iter().any(|e| e.1 == Event::Closed));
     assert!(net.events[1].iter().any(|e| e.1 == Event::Closed));
-    assert_eq!(net.received[1][0].data.len(), 3000);
+    assert_eq!(net.app.received[1][0].data.len(), 3000);
     assert_eq!(
         net.ends[0].send(0, 0, false, &[1]),
         Err(SctpError::InvalidState)
@@ -414,41 +347,36 @@ fn graceful_shutdown_completes_on_both_sides() {
 
 #[test]
 fn a_forged_cookie_creates_nothing() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
-    // Flip one bit of the cookie in the COOKIE-ECHO (and fix the checksum).
-    net.drop = Box::new(|_, _, _| false);
-    let mut tampered = false;
-    net.flush();
-    net.run(ms(15)); // the INIT arrived; the INIT-ACK is on its way
-    net.run(ms(25)); // the INIT-ACK arrived; the COOKIE-ECHO is queued
-    let echo = net.queue.iter_mut().find(|q| q.2 == 1).unwrap();
-    let pkt = &mut echo.3;
-    if let Ok(ChunkRepr::CookieEcho { .. }) = SctpPacket::new_checked(&pkt[20..])
-        .unwrap()
-        .chunks()
-        .next()
-        .unwrap()
-    {
-        pkt[20 + 12 + 4 + 3] ^= 1;
-        SctpPacket::new_unchecked(&mut pkt[20..]).fill_checksum();
-        tampered = true;
-    }
-    assert!(tampered);
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
+    // Flip one bit of the cookie in the COOKIE-ECHO on its way (and fix the
+    // checksum).
+    let tampered = std::rc::Rc::new(std::cell::Cell::new(false));
+    let t = tampered.clone();
+    net.mangle = Box::new(move |pkt: &mut Vec<u8>| {
+        let is_echo = SctpPacket::new_checked(&pkt[20..])
+            .is_ok_and(|p| matches!(p.chunks().next(), Some(Ok(ChunkRepr::CookieEcho { .. }))));
+        if is_echo {
+            pkt[20 + 12 + 4 + 3] ^= 1;
+            SctpPacket::new_unchecked(&mut pkt[20..]).fill_checksum();
+            t.set(true);
+        }
+    });
     net.run(ms(35));
+    assert!(tampered.get());
     assert_eq!(net.ends[1].state(), State::Listen);
     assert_eq!(net.ends[1].stats().bad_packets, 1);
 }
 
 #[test]
 fn checksum_errors_are_dropped() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
     net.drop = Box::new(|_, _, _| false);
-    net.open();
+    open(&mut net);
     net.flush();
-    let mut pkt = net.queue[0].3.clone();
+    let mut pkt = net.sent[0][0].bytes.clone();
     *pkt.last_mut().unwrap() ^= 0x40;
-    net.ends[1].handle_datagram(ms(10), &pkt);
+    net.ends[1].handle_datagram(ms(10), &pkt, pkt.len());
     assert_eq!(net.ends[1].stats().bad_packets, 1);
     let mut buf = [0u8; 1500];
     assert!(net.ends[1].poll_transmit(ms(10), &mut buf).is_none());
@@ -456,8 +384,8 @@ fn checksum_errors_are_dropped() {
 
 #[test]
 fn t3_expiry_recovers_a_lost_tail_and_backs_off() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.run(ms(100));
     let n = std::rc::Rc::new(std::cell::Cell::new(0));
     let c = n.clone();
@@ -472,7 +400,7 @@ fn t3_expiry_recovers_a_lost_tail_and_backs_off() {
     net.ends[0].send(0, 0, false, &[4; 500]).unwrap();
     net.run(ms(60_000));
     assert_eq!(net.ends[0].stats().t3_expiries, 2);
-    assert_eq!(net.received[1].len(), 1);
+    assert_eq!(net.app.received[1].len(), 1);
     let arrival = net.ends[1].data_arrivals().unwrap().0;
     // No RTT sample yet (the handshake is not sampled), so the RTO is lksctp's
     // initial 3 s, then 6 s after the backoff: sent at 40 ms (the handshake's end),
@@ -514,16 +442,16 @@ fn sack_datagram(net: &Net, cum_tsn: u32, gaps: &[(u16, u16)]) -> Vec<u8> {
 
 #[test]
 fn the_third_miss_indication_and_not_the_second_triggers_the_retransmission() {
-    let mut net = Net::new(SctpConfig::LINUX_2_6_15, 10);
-    net.open();
+    let mut net = net(SctpConfig::LINUX_2_6_15, 10);
+    open(&mut net);
     net.run(ms(100));
     for _ in 0..3 {
         net.ends[0].send(0, 0, false, &[1; 1452]).unwrap();
     }
     let mut buf = [0u8; 1500];
     let mut tsns = vec![];
-    while let Some(n) = net.ends[0].poll_transmit(net.now, &mut buf) {
-        for c in chunks_of(&buf[..n]) {
+    while let Some(t) = net.ends[0].poll_transmit(net.now, &mut buf) {
+        for c in chunks_of(&buf[..t.written]) {
             if let ChunkRepr::Data { tsn, .. } = c {
                 tsns.push(tsn);
             }
@@ -543,9 +471,9 @@ fn the_third_miss_indication_and_not_the_second_triggers_the_retransmission() {
         }
         now = now.add_nanos(1_000_000);
         let sack = sack_datagram(&net, t0, gaps);
-        net.ends[0].handle_datagram(now, &sack);
-        while let Some(n) = net.ends[0].poll_transmit(now, &mut buf) {
-            for c in chunks_of(&buf[..n]) {
+        net.ends[0].handle_datagram(now, &sack, sack.len());
+        while let Some(t) = net.ends[0].poll_transmit(now, &mut buf) {
+            for c in chunks_of(&buf[..t.written]) {
                 if matches!(c, ChunkRepr::Data { tsn, .. } if tsn == t0.wrapping_add(1)) {
                     resent_after.get_or_insert(i + 1);
                 }
@@ -568,8 +496,8 @@ fn data_can_wait_for_the_cookie_ack() {
         data_on_cookie_echo: false,
         ..SctpConfig::LINUX_2_6_15
     };
-    let mut net = Net::new(cfg, 10);
-    net.open();
+    let mut net = net(cfg, 10);
+    open(&mut net);
     net.ends[0].send(0, 0, false, &[1; 100]).unwrap();
     net.run(ms(1000));
     let kinds = chunk_kinds(&net.sent[0]);
@@ -587,14 +515,14 @@ fn reading_opens_the_window_with_an_update() {
         sack_freq: 64,
         ..SctpConfig::LINUX_2_6_15
     };
-    let mut net = Net::new(cfg, 10);
-    net.open();
+    let mut net = net(cfg, 10);
+    open(&mut net);
     net.run(ms(100));
     for _ in 0..30 {
         net.ends[0].send(0, 0, false, &[3; 1000]).unwrap();
     }
     net.run(ms(60_000));
-    assert_eq!(net.received[1].len(), 30);
+    assert_eq!(net.app.received[1].len(), 30);
     // Three messages per 20 ms round trip: about 0.2 s. Without window updates the
     // sender would sit out the 200 ms SACK timer every time the window closed (2 s).
     let (_, last) = net.ends[1].data_arrivals().unwrap();
@@ -615,9 +543,9 @@ proptest::proptest! {
     ) {
         let base = if linux { SctpConfig::LINUX_2_6_15 } else { SctpConfig::RFC9260 };
         let cfg = SctpConfig { checksum: Checksum::None, ..base };
-        let mut net = Net::new(cfg, 10);
-        net.mangle = crate::damage::damage(seed, rate);
-        net.open();
+        let mut net = net(cfg, 10);
+        net.mangle = testkit::damage(seed, rate);
+        open(&mut net);
         net.run(ms(200));
         for i in 0..60u8 {
             let _ = net.ends[0].send(u16::from(i % 3), 0, i % 7 == 0, &[i; 900]);

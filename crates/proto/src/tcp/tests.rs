@@ -2,144 +2,87 @@
 //! scripted drop rule, run in virtual time until idle (after quinn's `Pair`).
 
 use super::*;
+use crate::testkit;
+use longhaul_wire::{Ipv4Packet, TcpControl, TcpPacket};
 
 const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
 
-struct Pair {
-    client: TcpConnection,
-    server: TcpConnection,
-    now: Instant,
-    delay: Duration,
-    /// (arrival, to_server, bytes, index of this data segment from the client)
-    wire: Vec<(Instant, bool, Vec<u8>)>,
-    data_sent: u64,
-    /// The sequence number of every data segment the client sent, in order.
-    data_seqs: Vec<u32>,
-    drop: Box<dyn FnMut(u64) -> bool>,
-    server_events: Vec<Event>,
-    client_events: Vec<Event>,
-    /// Rewrites each datagram as it arrives (the identity unless a test sets it).
-    mangle: Box<crate::damage::Mangle>,
+type Pair = testkit::Pair<TcpConnection>;
+
+/// A client and a server over a path of `delay` each way; `drop` is asked
+/// about each data segment the client sends, by its count (1 for the first).
+fn pair(cfg: TcpConfig, delay: Duration, mut drop: impl FnMut(u64) -> bool + 'static) -> Pair {
+    let mut client = TcpConnection::new(cfg, (A, 40000), (B, 5001), 0xffff_f000);
+    let mut server = TcpConnection::new(cfg, (B, 5001), (A, 0), 77);
+    server.listen().unwrap();
+    client.connect(Instant::ZERO).unwrap();
+    let mut p = testkit::Pair::new([client, server], delay, 0, ());
+    let mut data_sent = 0;
+    p.drop = Box::new(move |side, _, bytes| {
+        if side != 0 || !carries_data(bytes) {
+            return false;
+        }
+        data_sent += 1;
+        drop(data_sent)
+    });
+    p
 }
 
-impl Pair {
-    fn new(cfg: TcpConfig, delay: Duration, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
-        let mut client = TcpConnection::new(cfg, (A, 40000), (B, 5001), 0xffff_f000);
-        let mut server = TcpConnection::new(cfg, (B, 5001), (A, 0), 77);
-        server.listen().unwrap();
-        client.connect(Instant::ZERO).unwrap();
-        Pair {
-            client,
-            server,
-            now: Instant::ZERO,
-            delay,
-            wire: vec![],
-            data_sent: 0,
-            data_seqs: vec![],
-            drop: Box::new(drop),
-            server_events: vec![],
-            client_events: vec![],
-            mangle: Box::new(|_| {}),
-        }
-    }
+/// Whether a segment (headers only, as the engine writes it) carries data: its IP
+/// total length goes past its headers.
+fn carries_data(seg: &[u8]) -> bool {
+    let ip = usize::from(seg[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([seg[2], seg[3]]));
+    total > ip + usize::from(seg[ip + 12] >> 4) * 4
+}
 
-    fn flush(&mut self) {
-        let mut buf = [0u8; MAX_TRANSMIT_HEADER];
-        while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
-            if !t.more {
-                let mut spare = [0u8; MAX_TRANSMIT_HEADER];
-                assert_eq!(self.client.poll_transmit(self.now, &mut spare), None);
-            }
-            if t.payload_len > 0 {
-                self.data_sent += 1;
-                let tcp = &buf[usize::from(buf[0] & 0x0f) * 4..];
-                self.data_seqs
-                    .push(u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]]));
-                if (self.drop)(self.data_sent) {
-                    continue;
-                }
-            }
-            self.wire
-                .push((self.now + self.delay, true, buf[..t.header_len].to_vec()));
-        }
-        while let Some(t) = self.server.poll_transmit(self.now, &mut buf) {
-            self.wire
-                .push((self.now + self.delay, false, buf[..t.header_len].to_vec()));
-            if !t.more {
-                // The hint's promise, checked wherever a pair test runs: nothing
-                // more until something happens.
-                let mut spare = [0u8; MAX_TRANSMIT_HEADER];
-                assert_eq!(self.server.poll_transmit(self.now, &mut spare), None);
-                break;
-            }
-        }
-        while let Some(e) = self.client.poll_event() {
-            self.client_events.push(e);
-        }
-        while let Some(e) = self.server.poll_event() {
-            self.server_events.push(e);
-        }
-    }
+/// The sequence number of every data segment the client sent, in order.
+fn data_seqs(p: &Pair) -> Vec<u32> {
+    p.sent[0]
+        .iter()
+        .filter(|s| s.wire_len > s.bytes.len())
+        .map(|s| {
+            let tcp = &s.bytes[usize::from(s.bytes[0] & 0x0f) * 4..];
+            u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]])
+        })
+        .collect()
+}
 
-    /// Runs until nothing is on the wire and no timer is armed, or until `limit`.
-    fn drive(&mut self, limit: Instant) {
-        loop {
-            self.flush();
-            let next_pkt = self.wire.iter().map(|w| w.0).min();
-            let timers = [self.client.poll_timeout(), self.server.poll_timeout()];
-            let next = timers.into_iter().flatten().chain(next_pkt).min();
-            let Some(next) = next else { return };
-            if next > limit {
-                return;
-            }
-            self.now = next;
-            if next_pkt == Some(next) {
-                let i = self.wire.iter().position(|w| w.0 == next).unwrap();
-                let (_, to_server, mut bytes) = self.wire.remove(i);
-                (self.mangle)(&mut bytes);
-                if to_server {
-                    self.server.handle_datagram(self.now, &bytes);
-                } else {
-                    self.client.handle_datagram(self.now, &bytes);
-                }
-            } else {
-                self.client.handle_timeout(self.now);
-                self.server.handle_timeout(self.now);
-            }
-        }
-    }
+/// The events of one end, without their times.
+fn events(p: &Pair, side: usize) -> Vec<Event> {
+    p.events[side].iter().map(|&(_, e)| e).collect()
 }
 
 fn transfer(cfg: TcpConfig, bytes: u64, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
-    let mut p = Pair::new(cfg, Duration::from_millis(10), drop);
-    p.client.send(bytes).unwrap();
-    p.client.close().unwrap();
-    p.drive(Instant::from_nanos(600_000_000_000));
+    let mut p = pair(cfg, Duration::from_millis(10), drop);
+    p.ends[0].send(bytes).unwrap();
+    p.ends[0].close().unwrap();
+    p.run(Instant::from_nanos(600_000_000_000));
     p
 }
 
 #[test]
 fn handshake_transfer_and_close() {
     let p = transfer(TcpConfig::default(), 1_000_000, |_| false);
-    assert_eq!(p.client_events, vec![Event::Connected, Event::SendComplete]);
+    assert_eq!(events(&p, 0), vec![Event::Connected, Event::SendComplete]);
     assert_eq!(
-        p.server_events,
+        events(&p, 1),
         vec![Event::Connected, Event::PeerFinished { bytes: 1_000_000 }]
     );
-    assert_eq!(p.server.delivered_bytes(), 1_000_000);
-    assert_eq!(p.client.stats().retransmits, 0);
-    assert_eq!(p.client.rtt().srtt(), Some(Duration::from_millis(20)));
-    assert!(p.client.poll_timeout().is_none() && p.server.poll_timeout().is_none());
+    assert_eq!(p.ends[1].delivered_bytes(), 1_000_000);
+    assert_eq!(p.ends[0].stats().retransmits, 0);
+    assert_eq!(p.ends[0].rtt().srtt(), Some(Duration::from_millis(20)));
+    assert!(p.ends[0].poll_timeout().is_none() && p.ends[1].poll_timeout().is_none());
 }
 
 #[test]
 fn sack_recovers_a_single_loss_with_one_retransmission() {
     let p = transfer(TcpConfig::default(), 2_000_000, |n| n == 100);
-    assert_eq!(p.server.delivered_bytes(), 2_000_000);
-    assert_eq!(p.client.stats().retransmits, 1);
-    assert_eq!(p.client.stats().fast_recoveries, 1);
-    assert_eq!(p.client.stats().timeouts, 0);
+    assert_eq!(p.ends[1].delivered_bytes(), 2_000_000);
+    assert_eq!(p.ends[0].stats().retransmits, 1);
+    assert_eq!(p.ends[0].stats().fast_recoveries, 1);
+    assert_eq!(p.ends[0].stats().timeouts, 0);
 }
 
 #[test]
@@ -147,10 +90,10 @@ fn sack_recovers_many_losses_in_one_window_without_timeout() {
     let p = transfer(TcpConfig::default(), 2_000_000, |n| {
         (200..260).contains(&n) && n % 3 == 0
     });
-    assert_eq!(p.server.delivered_bytes(), 2_000_000);
-    assert_eq!(p.client.stats().retransmits, 20);
-    assert_eq!(p.client.stats().fast_recoveries, 1);
-    assert_eq!(p.client.stats().timeouts, 0);
+    assert_eq!(p.ends[1].delivered_bytes(), 2_000_000);
+    assert_eq!(p.ends[0].stats().retransmits, 20);
+    assert_eq!(p.ends[0].stats().fast_recoveries, 1);
+    assert_eq!(p.ends[0].stats().timeouts, 0);
 }
 
 #[test]
@@ -160,40 +103,40 @@ fn newreno_without_sack_repairs_one_hole_per_rtt() {
         ..TcpConfig::default()
     };
     let p = transfer(cfg, 2_000_000, |n| n == 200 || n == 205 || n == 210);
-    assert_eq!(p.server.delivered_bytes(), 2_000_000);
-    assert_eq!(p.client.stats().retransmits, 3);
+    assert_eq!(p.ends[1].delivered_bytes(), 2_000_000);
+    assert_eq!(p.ends[0].stats().retransmits, 3);
     assert_eq!(
-        p.client.stats().fast_recoveries,
+        p.ends[0].stats().fast_recoveries,
         1,
         "partial ACKs stay in recovery"
     );
-    assert_eq!(p.client.stats().timeouts, 0);
+    assert_eq!(p.ends[0].stats().timeouts, 0);
 }
 
 #[test]
 fn tail_loss_is_repaired_by_the_retransmission_timer() {
     // 10 segments; the last one is lost and nothing follows it to trigger dupacks.
     let p = transfer(TcpConfig::default(), 14_480, |n| n == 10);
-    assert_eq!(p.server.delivered_bytes(), 14_480);
-    assert_eq!(p.client.stats().timeouts, 1);
-    assert_eq!(p.client.stats().retransmits, 1);
+    assert_eq!(p.ends[1].delivered_bytes(), 14_480);
+    assert_eq!(p.ends[0].stats().timeouts, 1);
+    assert_eq!(p.ends[0].stats().retransmits, 1);
 }
 
 #[test]
 fn lost_syn_is_retransmitted_after_the_initial_rto() {
-    let mut p = Pair::new(TcpConfig::default(), Duration::from_millis(10), |_| false);
+    let mut p = pair(TcpConfig::default(), Duration::from_millis(10), |_| false);
     let mut buf = [0u8; MAX_TRANSMIT_HEADER];
-    let syn = p.client.poll_transmit(Instant::ZERO, &mut buf).unwrap();
-    assert!(syn.header_len > 40, "SYN carries options");
+    let syn = p.ends[0].poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    assert!(syn.written > 40, "SYN carries options");
     assert_eq!(
-        p.client.poll_timeout(),
+        p.ends[0].poll_timeout(),
         Some(Instant::from_nanos(1_000_000_000))
     );
-    p.client.send(5000).unwrap();
-    p.client.close().unwrap();
-    p.drive(Instant::from_nanos(10_000_000_000));
-    assert_eq!(p.server.delivered_bytes(), 5000);
-    assert_eq!(p.client.stats().timeouts, 1);
+    p.ends[0].send(5000).unwrap();
+    p.ends[0].close().unwrap();
+    p.run(Instant::from_nanos(10_000_000_000));
+    assert_eq!(p.ends[1].delivered_bytes(), 5000);
+    assert_eq!(p.ends[0].stats().timeouts, 1);
 }
 
 #[test]
@@ -203,7 +146,7 @@ fn delayed_ack_halves_the_ack_count() {
         ..TcpConfig::default()
     };
     let p = transfer(cfg, 1448 * 1000, |_| false);
-    let acks = p.server.stats().acks_sent;
+    let acks = p.ends[1].stats().acks_sent;
     assert!((500..=520).contains(&acks), "{acks} ACKs for 1000 segments");
 }
 
@@ -214,9 +157,9 @@ fn window_limited(secs: u64) -> Pair {
         recv_buffer_bytes: 16 * 1448,
         ..TcpConfig::default()
     };
-    let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
-    p.client.send(u64::MAX).unwrap();
-    p.drive(Instant::from_nanos(secs * 1_000_000_000));
+    let mut p = pair(cfg, Duration::from_millis(10), |_| false);
+    p.ends[0].send(u64::MAX).unwrap();
+    p.run(Instant::from_nanos(secs * 1_000_000_000));
     p
 }
 
@@ -225,32 +168,32 @@ fn receive_buffer_caps_the_window() {
     let p = window_limited(2);
     // 16 segments per 20 ms round trip.
     let expected = 16 * 1448 * 100;
-    let got = p.server.delivered_bytes();
+    let got = p.ends[1].delivered_bytes();
     assert!(
         got.abs_diff(expected) < expected / 10,
         "{got} vs {expected}"
     );
-    assert!(p.client.in_flight() <= 16 * 1448);
+    assert!(p.ends[0].in_flight() <= 16 * 1448);
 }
 
 #[test]
 fn the_round_log_stops_so_state_follows_the_window_not_the_run_time() {
     // 16 segments per 20 ms round for 10 s: 500 rounds, more than are booked.
     let p = window_limited(10);
-    let rounds = p.client.round_bytes();
+    let rounds = p.ends[0].round_bytes();
     assert_eq!(rounds.len(), crate::ROUND_LOG_ROUNDS as usize);
     // Booked rounds are whole windows once the receive buffer caps them.
     assert!(rounds[20..].iter().all(|&b| b == 16 * 1448), "{rounds:?}");
-    assert!(p.client.round_marks.len() <= 1);
-    assert!(p.server.delivered_bytes() > 400 * 16 * 1448);
+    assert!(p.ends[0].round_marks.len() <= 1);
+    assert!(p.ends[1].delivered_bytes() > 400 * 16 * 1448);
 }
 
 #[test]
 fn garbage_is_counted_not_fatal() {
     let mut c = TcpConnection::new(TcpConfig::default(), (A, 1), (B, 2), 0);
     c.connect(Instant::ZERO).unwrap();
-    c.handle_datagram(Instant::ZERO, &[0x45, 0, 0]);
-    c.handle_datagram(Instant::ZERO, &[0xff; 60]);
+    c.handle_datagram(Instant::ZERO, &[0x45, 0, 0], 3);
+    c.handle_datagram(Instant::ZERO, &[0xff; 60], 60);
     assert_eq!(c.stats().bad_datagrams, 2);
     assert_eq!(c.state(), State::SynSent);
 }
@@ -267,9 +210,9 @@ fn initial_windows() {
 /// included, for data, pure ACK and FIN segments.
 #[test]
 fn fast_path_matches_the_general_emitter() {
-    let mut p = Pair::new(TcpConfig::default(), Duration::from_millis(10), |_| false);
-    p.drive(Instant::from_nanos(100_000_000));
-    let c = &mut p.client;
+    let mut p = pair(TcpConfig::default(), Duration::from_millis(10), |_| false);
+    p.run(Instant::from_nanos(100_000_000));
+    let c = &mut p.ends[0];
     assert_eq!(c.state(), State::Established);
     assert!(c.sack_ok);
     let mut fast = [0u8; MAX_TRANSMIT_HEADER];
@@ -306,7 +249,7 @@ fn compare_emitters(
     let t = c.emit(fast, control, seq, len);
     let ack = Some(c.irs + 1 + c.rcv_nxt as u32);
     let hl = c.emit_with_options(slow, control, seq, ack, 0, with_sack, len);
-    assert_eq!(t.header_len, hl);
+    assert_eq!(t.written, hl);
     assert_eq!(hl > 40, with_sack);
     // The window field depends on the buffer; patch it out of the comparison.
     slow[34..36].copy_from_slice(&fast[34..36]);
@@ -362,11 +305,11 @@ fn header_prediction_is_invisible() {
             3_000_000,
             drop,
         );
-        assert_eq!(fast.server.delivered_bytes(), 3_000_000);
-        assert_eq!(fast.client.stats(), slow.client.stats());
-        assert_eq!(fast.server.stats(), slow.server.stats());
-        assert_eq!(fast.client.cwnd(), slow.client.cwnd());
-        assert_eq!(fast.client.rtt().srtt(), slow.client.rtt().srtt());
+        assert_eq!(fast.ends[1].delivered_bytes(), 3_000_000);
+        assert_eq!(fast.ends[0].stats(), slow.ends[0].stats());
+        assert_eq!(fast.ends[1].stats(), slow.ends[1].stats());
+        assert_eq!(fast.ends[0].cwnd(), slow.ends[0].cwnd());
+        assert_eq!(fast.ends[0].rtt().srtt(), slow.ends[0].rtt().srtt());
         assert_eq!(fast.now, slow.now);
     }
 }
@@ -374,12 +317,12 @@ fn header_prediction_is_invisible() {
 /// Ten files of `file` bytes written round robin in 1460-byte messages: the first
 /// write is the first message of file 0, everything else follows at once.
 fn linux_files(file: u64, drop: impl FnMut(u64) -> bool + 'static) -> Pair {
-    let mut p = Pair::new(TcpConfig::linux_2_6_15(), Duration::from_millis(10), drop);
+    let mut p = pair(TcpConfig::linux_2_6_15(), Duration::from_millis(10), drop);
     let first = file.min(1460);
-    p.client.send(first).unwrap();
-    p.client.send(10 * file - first).unwrap();
-    p.client.close().unwrap();
-    p.drive(Instant::from_nanos(600_000_000_000));
+    p.ends[0].send(first).unwrap();
+    p.ends[0].send(10 * file - first).unwrap();
+    p.ends[0].close().unwrap();
+    p.run(Instant::from_nanos(600_000_000_000));
     p
 }
 
@@ -395,12 +338,12 @@ fn linux_2_6_15_first_round_matches_the_studys_table_3() {
         (5000, 1448 + 12 + 1448),
     ] {
         let p = linux_files(file, |_| false);
-        assert_eq!(p.client.round_bytes()[0], first_round, "file {file}");
-        assert_eq!(p.server.delivered_bytes(), 10 * file);
+        assert_eq!(p.ends[0].round_bytes()[0], first_round, "file {file}");
+        assert_eq!(p.ends[1].delivered_bytes(), 10 * file);
         // Slow start adds a segment per ACK; the receiver quick-ACKs the first two
         // segments and holds the third for a second one: four segments follow.
         if file >= 5000 {
-            assert_eq!(p.client.round_bytes()[1], 4 * 1448, "file {file}");
+            assert_eq!(p.ends[0].round_bytes()[1], 4 * 1448, "file {file}");
         }
     }
 }
@@ -409,9 +352,9 @@ fn linux_2_6_15_first_round_matches_the_studys_table_3() {
 fn a_short_first_segment_survives_loss_and_sack_recovery() {
     for drop in [1u64, 2, 7] {
         let p = linux_files(13_500, move |n| n == drop);
-        assert_eq!(p.server.delivered_bytes(), 135_000, "drop {drop}");
-        assert_eq!(p.client.stats().retransmits, 1, "drop {drop}");
-        let total: u64 = p.client.round_bytes().iter().sum();
+        assert_eq!(p.ends[1].delivered_bytes(), 135_000, "drop {drop}");
+        assert_eq!(p.ends[0].stats().retransmits, 1, "drop {drop}");
+        let total: u64 = p.ends[0].round_bytes().iter().sum();
         assert_eq!(total, 135_000, "every byte booked to one round once");
     }
 }
@@ -426,33 +369,33 @@ fn nagle_sends_a_short_tail_once_nothing_is_outstanding() {
             sack,
             ..TcpConfig::default()
         };
-        let mut p = Pair::new(cfg, Duration::from_millis(10), move |n| n == drop);
+        let mut p = pair(cfg, Duration::from_millis(10), move |n| n == drop);
         let mut expect = 0;
         let mut limit = Instant::ZERO;
         for write in [1000u64, 5000, 2896, 1, 10_000] {
-            p.client.send(write).unwrap();
+            p.ends[0].send(write).unwrap();
             expect += write;
             limit += Duration::from_secs(5);
-            p.drive(limit);
+            p.run(limit);
             assert_eq!(
-                p.server.delivered_bytes(),
+                p.ends[1].delivered_bytes(),
                 expect,
                 "sack {sack}, drop {drop}"
             );
-            assert_eq!(p.client.acked_bytes(), expect, "sack {sack}, drop {drop}");
+            assert_eq!(p.ends[0].acked_bytes(), expect, "sack {sack}, drop {drop}");
         }
         assert_eq!(
-            p.client.stats().retransmits,
+            p.ends[0].stats().retransmits,
             u64::from(drop > 0),
             "drop {drop}"
         );
         // Never more than one short segment per write: 1000 | 1448 x 3 + 656 |
         // 1448 x 2 | 1 | 1448 x 6 + 1312.
-        assert_eq!(p.client.stats().data_segments_sent, 1 + 4 + 2 + 1 + 7);
-        p.client.close().unwrap();
-        p.drive(limit + Duration::from_secs(5));
+        assert_eq!(p.ends[0].stats().data_segments_sent, 1 + 4 + 2 + 1 + 7);
+        p.ends[0].close().unwrap();
+        p.run(limit + Duration::from_secs(5));
         assert_eq!(
-            p.server_events.last(),
+            events(&p, 1).last(),
             Some(&Event::PeerFinished { bytes: expect })
         );
     }
@@ -466,11 +409,11 @@ fn a_second_timeout_for_the_same_segment_holds_ssthresh() {
     // A first run, everything from the 40th data segment on lost, finds how many
     // segments the sender sends up to the first timeout's retransmission and the
     // window it had then.
-    let mut probe = Pair::new(TcpConfig::default(), Duration::from_millis(10), |n| n >= 40);
-    probe.client.send(2_000_000).unwrap();
-    probe.drive(Instant::from_nanos(1_500_000_000));
-    assert_eq!(probe.client.stats().timeouts, 1);
-    let (last_lost, halved) = (probe.data_sent, probe.client.ssthresh());
+    let mut probe = pair(TcpConfig::default(), Duration::from_millis(10), |n| n >= 40);
+    probe.ends[0].send(2_000_000).unwrap();
+    probe.run(Instant::from_nanos(1_500_000_000));
+    assert_eq!(probe.ends[0].stats().timeouts, 1);
+    let (last_lost, halved) = (data_seqs(&probe).len() as u64, probe.ends[0].ssthresh());
     assert!(
         halved > 10 * 1448,
         "ssthresh {halved} after the first timeout"
@@ -479,9 +422,9 @@ fn a_second_timeout_for_the_same_segment_holds_ssthresh() {
     let p = transfer(TcpConfig::default(), 2_000_000, move |n| {
         (40..=last_lost).contains(&n)
     });
-    assert_eq!(p.server.delivered_bytes(), 2_000_000);
-    assert_eq!(p.client.stats().timeouts, 2);
-    assert_eq!(p.client.ssthresh(), halved);
+    assert_eq!(p.ends[1].delivered_bytes(), 2_000_000);
+    assert_eq!(p.ends[0].stats().timeouts, 2);
+    assert_eq!(p.ends[0].ssthresh(), halved);
 }
 
 /// A fast retransmission lost in a SACK recovery leaves the timer to repair it: that
@@ -493,22 +436,22 @@ fn a_timeout_in_a_recovery_keeps_the_recoverys_ssthresh() {
     // Find, with only the 100th data segment lost, where its retransmission goes
     // out and the ssthresh the recovery sets.
     let probe = transfer(TcpConfig::default(), 2_000_000, |n| n == 100);
-    let seq = probe.data_seqs[99];
-    let resent = probe.data_seqs[100..]
+    let seq = data_seqs(&probe)[99];
+    let resent = data_seqs(&probe)[100..]
         .iter()
         .position(|&s| s == seq)
         .unwrap() as u64
         + 101;
-    let halved = probe.client.ssthresh();
-    assert_eq!(probe.client.stats().fast_recoveries, 1);
+    let halved = probe.ends[0].ssthresh();
+    assert_eq!(probe.ends[0].stats().fast_recoveries, 1);
 
     let p = transfer(TcpConfig::default(), 2_000_000, move |n| {
         n == 100 || n == resent
     });
-    assert_eq!(p.server.delivered_bytes(), 2_000_000);
-    assert_eq!(p.client.stats().fast_recoveries, 1);
-    assert_eq!(p.client.stats().timeouts, 1);
-    assert_eq!(p.client.ssthresh(), halved);
+    assert_eq!(p.ends[1].delivered_bytes(), 2_000_000);
+    assert_eq!(p.ends[0].stats().fast_recoveries, 1);
+    assert_eq!(p.ends[0].stats().timeouts, 1);
+    assert_eq!(p.ends[0].ssthresh(), halved);
 }
 
 proptest::proptest! {
@@ -529,11 +472,11 @@ proptest::proptest! {
             sack,
             ..TcpConfig::default()
         };
-        let mut p = Pair::new(cfg, Duration::from_millis(10), |n| n % 37 == 0);
-        p.mangle = crate::damage::damage(seed, rate);
-        p.client.send(300_000).unwrap();
-        p.client.close().unwrap();
-        p.drive(Instant::from_nanos(120_000_000_000));
+        let mut p = pair(cfg, Duration::from_millis(10), |n| n % 37 == 0);
+        p.mangle = testkit::damage(seed, rate);
+        p.ends[0].send(300_000).unwrap();
+        p.ends[0].close().unwrap();
+        p.run(Instant::from_nanos(120_000_000_000));
     }
 }
 
@@ -547,16 +490,16 @@ fn more_is_false_on_the_segment_that_fills_the_window() {
         initial_window: InitialWindow::Segments(4),
         ..TcpConfig::default()
     };
-    let mut p = Pair::new(cfg, Duration::from_millis(10), |_| false);
+    let mut p = pair(cfg, Duration::from_millis(10), |_| false);
     // The handshake, until nothing moves; then data to send.
-    p.drive(Instant::from_nanos(1_000_000_000));
-    assert_eq!(p.client_events, vec![Event::Connected]);
-    p.client.send(1 << 20).unwrap();
+    p.run(Instant::from_nanos(1_000_000_000));
+    assert_eq!(events(&p, 0), vec![Event::Connected]);
+    p.ends[0].send(1 << 20).unwrap();
     let now = p.now;
     let mut buf = [0u8; MAX_TRANSMIT_HEADER];
     let mut more = vec![];
-    while let Some(t) = p.client.poll_transmit(now, &mut buf) {
-        assert_eq!(t.payload_len, 1448);
+    while let Some(t) = p.ends[0].poll_transmit(now, &mut buf) {
+        assert_eq!(t.elided(), 1448);
         more.push(t.more);
     }
     assert_eq!(more, [true, true, true, false]);
@@ -587,8 +530,34 @@ fn more_keeps_its_promise_through_losses_and_windows_of_every_kind() {
                     ..TcpConfig::default()
                 };
                 let p = transfer(cfg, 1_000_000, lossy);
-                assert_eq!(p.server.delivered_bytes(), 1_000_000, "{iw:?} sack {sack}");
+                assert_eq!(p.ends[1].delivered_bytes(), 1_000_000, "{iw:?} sack {sack}");
             }
         }
     }
+}
+
+/// Reordering on the path (every 10th data segment 5 ms late, behind the next
+/// ones): the receiver reassembles everything, and the sender, whatever duplicate
+/// ACKs it read as loss, never waits for a timeout.
+#[test]
+fn reordered_segments_are_reassembled() {
+    let mut p = pair(TcpConfig::default(), Duration::from_millis(10), |_| false);
+    p.extra_delay = Box::new(|side, i, b| {
+        if side == 0 && carries_data(b) && i % 10 == 0 {
+            Duration::from_millis(5)
+        } else {
+            Duration::ZERO
+        }
+    });
+    p.ends[0].send(2_000_000).unwrap();
+    p.ends[0].close().unwrap();
+    p.run(Instant::from_nanos(60_000_000_000));
+    assert_eq!(p.ends[1].delivered_bytes(), 2_000_000);
+    assert_eq!(p.ends[0].stats().timeouts, 0);
+    // Late segments did arrive after later ones: the path did reorder.
+    assert!(
+        p.ends[1].stats().out_of_order > 0,
+        "{:?}",
+        p.ends[1].stats()
+    );
 }

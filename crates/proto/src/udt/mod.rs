@@ -16,9 +16,11 @@
 //! What it does not (yet): rendezvous, message (datagram) mode with TTL and message
 //! drop requests, the peer cache.
 //!
-//! The call order is the usual one: after `handle_datagram`, `handle_timeout` or an
-//! application call, drain `poll_transmit`, then `poll_event`, then re-arm a timer
-//! from `poll_timeout`. Datagrams are UDP payloads.
+//! It is driven through [`Engine`]; its datagrams are UDP payloads. By concern:
+//! `input` takes packets in (handshake, data, ACK/ACK2/NAK, shutdown), `timers` the
+//! ACK, NAK and EXP timers, `output` what goes out (control first, then
+//! retransmissions, then new data at the pacing rate), `estimator` the receiver's
+//! rate and bandwidth estimates.
 
 mod estimator;
 #[cfg(test)]
@@ -26,13 +28,12 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use longhaul_wire::udt::{
-    AckInfo, Boundary, Control, HandshakeRepr, LossList, UdtPacket, UdtRepr, HEADER_LEN,
-};
+use longhaul_wire::udt::{HandshakeRepr, HEADER_LEN};
 
 use crate::cc::{
     ArUdt, ArUdtConfig, Udt, UdtConfig as UdtCcConfig, UdtInputs, UdtRateControl, SYN_US,
 };
+use crate::engine::{Engine, Layer, Transmit};
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
 use estimator::TimeWindow;
@@ -229,16 +230,6 @@ impl Payload {
     }
 }
 
-/// What [`UdtConnection::poll_transmit`] wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// Bytes written to the buffer.
-    pub written: usize,
-    /// Length of the UDP payload on the wire (larger than `written` when a virtual
-    /// payload was left out).
-    pub wire_len: usize,
-}
-
 /// Either rate controller, dispatched by `match`.
 #[derive(Debug, Clone)]
 enum AnyRate {
@@ -254,6 +245,11 @@ macro_rules! rate {
         }
     };
 }
+
+// After the macro: macro_rules! are in scope from their definition on.
+mod input;
+mod output;
+mod timers;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PendingCtrl {
@@ -576,349 +572,35 @@ impl UdtConnection {
     pub fn set_handshake_peer(&mut self, tag: u64) {
         self.handshake_peer = tag;
     }
+}
 
-    // ---- network side ---------------------------------------------------------------
-
-    /// Processes one UDP payload.
-    pub fn handle_datagram(&mut self, now: Instant, datagram: &[u8]) {
-        self.handle_datagram_elided(now, datagram, datagram.len());
-    }
+impl Engine for UdtConnection {
+    type Event = Event;
+    const LAYER: Layer = Layer::Udp;
 
     /// Processes a UDP payload of `wire_len` bytes of which only the first
-    /// `datagram.len()` are present (a data payload left out by the simulator counts
+    /// `datagram.len()` are present (a data payload the simulator left out counts
     /// as virtual).
-    pub fn handle_datagram_elided(&mut self, now: Instant, datagram: &[u8], wire_len: usize) {
-        let Ok(packet) = UdtPacket::new_checked(datagram) else {
-            self.stats.bad_datagrams += 1;
-            return;
-        };
-        let Ok(repr) = UdtRepr::parse(&packet, wire_len) else {
-            self.stats.bad_datagrams += 1;
-            return;
-        };
-        match repr {
-            UdtRepr::Control {
-                control: Control::Handshake(h),
-                ..
-            } => self.on_handshake(now, h),
-            _ if self.state != State::Connected => self.stats.bad_datagrams += 1,
-            UdtRepr::Control { dest_socket_id, .. } | UdtRepr::Data { dest_socket_id, .. }
-                if dest_socket_id != self.cfg.socket_id =>
-            {
-                self.stats.bad_datagrams += 1
-            }
-            UdtRepr::Data {
-                seq, payload_len, ..
-            } => {
-                self.on_response(now);
-                let body = packet.body();
-                let payload = if body.len() == payload_len {
-                    Payload::Bytes(body.to_vec())
-                } else {
-                    Payload::Virtual(payload_len as u32)
-                };
-                self.on_data(now, seq, payload);
-            }
-            UdtRepr::Control { control, .. } => {
-                self.on_response(now);
-                self.on_control(now, control);
-            }
-        }
+    fn handle_datagram(&mut self, now: Instant, datagram: &[u8], wire_len: usize) {
+        self.input(now, datagram, wire_len);
     }
 
-    fn on_response(&mut self, now: Instant) {
-        self.exp_count = 1;
-        self.last_rsp = now;
+    /// Processes expired timers; early calls do nothing.
+    fn handle_timeout(&mut self, now: Instant) {
+        self.expire(now);
     }
 
-    fn on_handshake(&mut self, now: Instant, h: HandshakeRepr) {
-        match (self.state, self.is_server) {
-            (State::Listening, true) | (State::Connected, true) => {
-                if h.request_type == 1 {
-                    // First request: answer with a cookie, keep no state.
-                    self.handshake = HandshakeRepr {
-                        cookie: self.cookie(h.socket_id, now),
-                        ..h
-                    };
-                    self.peer_id = h.socket_id;
-                    self.ctrl.push_back(PendingCtrl::Handshake);
-                } else if h.request_type == -1 {
-                    let minute = now.as_nanos() / 60_000_000_000;
-                    let ok = h.cookie == self.cookie_for(h.socket_id, minute)
-                        || h.cookie == self.cookie_for(h.socket_id, minute.wrapping_sub(1));
-                    if !ok {
-                        self.stats.bad_datagrams += 1;
-                        return;
-                    }
-                    if self.state == State::Listening {
-                        // Adopt the client's ISN; negotiate MSS and window.
-                        if !self.adopt_peer_terms(&h) {
-                            return;
-                        }
-                        self.isn = h.initial_seq;
-                        self.establish(now);
-                    }
-                    self.handshake = HandshakeRepr {
-                        version: 4,
-                        socket_type: 1,
-                        initial_seq: self.isn,
-                        mss: self.cfg.mss,
-                        flight_flag_size: self.cfg.flight_flag_size.min(self.cfg.rcv_buf_pkts),
-                        request_type: -1,
-                        socket_id: self.cfg.socket_id,
-                        cookie: h.cookie,
-                        peer_ip: h.peer_ip,
-                    };
-                    self.ctrl.push_back(PendingCtrl::Handshake);
-                }
-            }
-            (State::Connecting, false) => {
-                if self.handshake.request_type == 1 && h.request_type == 1 && h.cookie != 0 {
-                    // The server's cookie: resend the request with it.
-                    self.handshake.cookie = h.cookie;
-                    self.handshake.request_type = -1;
-                    self.ctrl.push_back(PendingCtrl::Handshake);
-                } else if self.handshake.request_type == -1 && h.request_type == -1 {
-                    if !self.adopt_peer_terms(&h) {
-                        return;
-                    }
-                    self.establish(now);
-                } else if h.request_type == 1002 {
-                    self.state = State::Closed;
-                    self.events.push_back(Event::ConnectFailed);
-                }
-            }
-            _ => self.stats.bad_datagrams += 1,
-        }
+    /// The next packet, paced at the rate controller's sending period. A data
+    /// packet of a virtual stream is written without its payload.
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.transmit(now, buf)
     }
 
-    /// Takes the peer's socket ID, MSS (the smaller of the two) and flow window from
-    /// its handshake. A handshake whose MSS is below [`MIN_MSS`] is refused and
-    /// counted bad: taken, it made the payload size wrap to some gigabytes (the
-    /// subtraction below) and the next data packet overran the caller's buffer. So
-    /// is one whose flight flag size is 0: taken, the sender could never have a
-    /// packet in flight, and the connection stalled with nothing said (UDT4's
-    /// `UDT_FC` option is at least 1 for the same reason).
-    fn adopt_peer_terms(&mut self, h: &HandshakeRepr) -> bool {
-        if h.mss < MIN_MSS || h.flight_flag_size == 0 {
-            self.stats.bad_datagrams += 1;
-            return false;
-        }
-        self.peer_id = h.socket_id;
-        self.cfg.mss = self.cfg.mss.min(h.mss);
-        self.payload = (self.cfg.mss - IP_UDP) as usize - HEADER_LEN;
-        self.flow_window = u64::from(h.flight_flag_size);
-        true
+    fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
-    fn establish(&mut self, now: Instant) {
-        self.state = State::Connected;
-        self.next_handshake = None;
-        self.start = now;
-        self.next_ack_time = now + Duration::from_micros(SYN);
-        self.last_rsp = now;
-        self.next_send = now;
-        let isn = self.isn;
-        self.cc = match self.cfg.rate_control {
-            RateControl::Udt(c) => AnyRate::Udt(Udt::new(c, now, isn.dec())),
-            RateControl::ArUdt(c, a) => AnyRate::ArUdt(ArUdt::new(Udt::new(c, now, isn.dec()), a)),
-        };
-        self.events.push_back(Event::Connected);
-    }
-
-    fn on_data(&mut self, now: Instant, seq: UdtSeqNumber, payload: Payload) {
-        self.stats.data_received += 1;
-        let now_us = micros(now.saturating_duration_since(Instant::ZERO));
-        self.window.on_arrival(now_us);
-        match seq.value() & 0xF {
-            0 => self.window.on_probe1(now_us),
-            1 => self.window.on_probe2(now_us),
-            _ => {}
-        }
-        let reference = self.rcv_high.unwrap_or(0);
-        let Some(idx) = self.index_of(seq, reference) else {
-            return;
-        };
-        if idx < self.rcv_next || self.rcv_ooo.contains_key(&idx) {
-            return; // duplicate
-        }
-        if idx >= self.rcv_next + u64::from(self.cfg.rcv_buf_pkts) {
-            return; // beyond the buffer we advertised
-        }
-        self.pkt_count += 1;
-        let high = self.rcv_high.map_or(0, |h| h + 1);
-        if idx > high {
-            // A gap: everything between is lost; report it at once.
-            let (first, last) = (self.seq_of(high), self.seq_of(idx - 1));
-            if self.rcv_loss.is_empty() {
-                self.next_nak_time = now + self.nak_period();
-            }
-            let fed_back = Feedback { last: now, k: 2 };
-            self.rcv_loss.extend((high..idx).map(|i| (i, fed_back)));
-            self.naks.push_back(vec![(first, last)]);
-        } else {
-            self.rcv_loss.remove(&idx);
-        }
-        self.rcv_high = Some(self.rcv_high.map_or(idx, |h| h.max(idx)));
-        if idx == self.rcv_next {
-            self.deliver(payload);
-            self.rcv_next += 1;
-            while let Some(data) = self.rcv_ooo.remove(&self.rcv_next) {
-                self.deliver(data);
-                self.rcv_next += 1;
-            }
-            self.events.push_back(Event::Readable);
-        } else {
-            self.rcv_ooo.insert(idx, payload);
-        }
-        if self.pkt_count >= SELF_CLOCK * self.light_ack_count {
-            if self.ack_index() != self.rcv_last_ack_ack {
-                self.ctrl.push_back(PendingCtrl::LightAck);
-            }
-            self.light_ack_count += 1;
-        }
-    }
-
-    fn deliver(&mut self, p: Payload) {
-        self.delivered += p.len() as u64;
-        if let Payload::Bytes(b) = p {
-            self.readable.extend(b.iter().copied());
-        }
-    }
-
-    fn on_control(&mut self, now: Instant, control: Control<'_>) {
-        match control {
-            Control::Ack {
-                ack_seq_no,
-                ack,
-                info,
-            } => self.on_ack(now, ack_seq_no, ack, info),
-            Control::Ack2 { ack_seq_no } => {
-                if let Some(pos) = self
-                    .ack_history
-                    .iter()
-                    .position(|(n, _, _)| *n == ack_seq_no)
-                {
-                    let (_, ack_idx, sent) = self.ack_history[pos];
-                    self.rcv_last_ack_ack = self.rcv_last_ack_ack.max(ack_idx);
-                    let rtt = micros(now.saturating_duration_since(sent)) as f64;
-                    self.update_rtt(rtt);
-                }
-            }
-            Control::Nak(list) => self.on_nak(now, list),
-            Control::Shutdown => {
-                self.state = State::Closed;
-                self.events.push_back(Event::PeerShutdown);
-            }
-            // Keep-alive: its arrival (on_response) is its whole purpose. A delay
-            // warning: 4.11 scales its packet interval by 1.125, but `CCUpdate`
-            // overwrites the interval from the controller at the next timer check,
-            // so the warning has no lasting effect there, nor here.
-            Control::KeepAlive | Control::CongestionWarning => {}
-            _ => {}
-        }
-    }
-
-    fn update_rtt(&mut self, rtt: f64) {
-        // RTTVar = (3 RTTVar + |rtt - RTT|) / 4;  RTT = (7 RTT + rtt) / 8
-        self.rtt_var_us = (self.rtt_var_us * 3.0 + (rtt - self.rtt_us).abs()) / 4.0;
-        self.rtt_us = (self.rtt_us * 7.0 + rtt) / 8.0;
-    }
-
-    fn on_ack(&mut self, now: Instant, ack_seq_no: u32, ack: UdtSeqNumber, info: AckInfo) {
-        self.stats.acks_received += 1;
-        let Some(ack_idx) = self.index_of(ack, self.snd_last_ack) else {
-            return;
-        };
-        if ack_idx > self.snd_next {
-            self.stats.bad_datagrams += 1; // acknowledges what was never sent
-            return;
-        }
-        if let AckInfo::Light = info {
-            if ack_idx > self.snd_last_ack {
-                let acked = ack_idx - self.snd_last_ack;
-                self.flow_window = self.flow_window.saturating_sub(acked);
-                self.release(ack_idx);
-            }
-            return;
-        }
-        self.ctrl.push_back(PendingCtrl::Ack2(ack_seq_no));
-        let (rtt, avail, rates) = match info {
-            AckInfo::Short {
-                rtt_us,
-                avail_buf_pkts,
-                ..
-            } => (rtt_us, avail_buf_pkts, None),
-            AckInfo::Full {
-                rtt_us,
-                avail_buf_pkts,
-                recv_rate_pps,
-                bandwidth_pps,
-                ..
-            } => (rtt_us, avail_buf_pkts, Some((recv_rate_pps, bandwidth_pps))),
-            AckInfo::Light => unreachable!("handled above"),
-        };
-        self.flow_window = u64::from(avail);
-        self.release(ack_idx);
-        self.update_rtt(f64::from(rtt));
-        if let Some((r, b)) = rates {
-            if r > 0 {
-                self.rcv_rate_pps = ((u64::from(self.rcv_rate_pps) * 7 + u64::from(r)) / 8) as u32;
-            }
-            if b > 0 {
-                self.bandwidth_pps =
-                    ((u64::from(self.bandwidth_pps) * 7 + u64::from(b)) / 8) as u32;
-            }
-        }
-        let mut inputs = self.inputs();
-        inputs.ack_rtt_us = f64::from(rtt);
-        rate!(self, c => c.on_ack(now, ack, &inputs));
-    }
-
-    fn release(&mut self, ack_idx: u64) {
-        while self.snd_last_ack < ack_idx && !self.snd_buf.is_empty() {
-            self.snd_buf.pop_front();
-            self.snd_loss.remove(&self.snd_last_ack);
-            self.snd_last_ack += 1;
-        }
-        self.snd_last_ack = self.snd_last_ack.max(ack_idx.min(self.snd_next));
-    }
-
-    fn on_nak(&mut self, now: Instant, list: LossList<'_>) {
-        self.stats.naks_received += 1;
-        let Some((first, _)) = list.ranges().next() else {
-            return;
-        };
-        let inputs = self.inputs();
-        rate!(self, c => c.on_loss(now, first, &inputs));
-        for (a, b) in list.ranges() {
-            let (Some(ia), Some(ib)) = (
-                self.index_of(a, self.snd_last_ack),
-                self.index_of(b, self.snd_last_ack),
-            ) else {
-                continue;
-            };
-            if ia > ib || ib >= self.snd_next {
-                self.stats.bad_datagrams += 1;
-                continue;
-            }
-            self.stats.loss_ranges += 1;
-            for i in ia.max(self.snd_last_ack)..=ib {
-                self.snd_loss.insert(i);
-            }
-        }
-    }
-
-    // ---- timers ---------------------------------------------------------------------
-
-    fn exp_deadline(&self) -> Instant {
-        let base = self.exp_count * (self.rtt_us + 4.0 * self.rtt_var_us) as u64 + SYN;
-        self.last_rsp + Duration::from_micros(base.max(self.exp_count * MIN_EXP_US))
-    }
-
-    /// The next deadline.
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             State::Connecting => self.next_handshake,
             State::Connected => {
@@ -933,346 +615,6 @@ impl UdtConnection {
             }
             _ => None,
         }
-    }
-
-    /// Processes expired timers; early calls do nothing.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        match self.state {
-            State::Connecting => {
-                if now.saturating_duration_since(self.handshake_started) >= HANDSHAKE_TIMEOUT {
-                    self.state = State::Closed;
-                    self.events.push_back(Event::ConnectFailed);
-                } else if self.next_handshake.is_some_and(|t| t <= now) {
-                    self.ctrl.push_back(PendingCtrl::Handshake);
-                    self.next_handshake = Some(now + HANDSHAKE_RETRY);
-                }
-            }
-            State::Connected => {
-                if now > self.next_ack_time {
-                    if self.full_ack_due(now) {
-                        self.ctrl.push_back(PendingCtrl::FullAck);
-                    }
-                    self.next_ack_time = now + Duration::from_micros(SYN);
-                    self.pkt_count = 0;
-                    self.light_ack_count = 1;
-                }
-                if self.cfg.nak_report == NakReport::Periodic
-                    && !self.rcv_loss.is_empty()
-                    && now >= self.next_nak_time
-                {
-                    self.report_losses(now);
-                    self.next_nak_time = now + self.nak_period();
-                }
-                if now >= self.exp_deadline() {
-                    self.on_exp(now);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The ACK number to send: the first lost packet, or one past the highest received.
-    fn ack_index(&self) -> u64 {
-        self.rcv_loss
-            .first_key_value()
-            .map(|(&i, _)| i)
-            .unwrap_or(self.rcv_high.map_or(0, |h| h + 1))
-    }
-
-    /// The NAK timer period, max(RTT, SYN).
-    fn nak_period(&self) -> Duration {
-        Duration::from_micros((self.rtt_us as u64).max(SYN))
-    }
-
-    /// The periodic NAK: every entry whose last report is at least k·RTT old, in
-    /// ranges, as many as one NAK carries (UDT4 caps the list at payload/4 words).
-    fn report_losses(&mut self, now: Instant) {
-        let rtt = self.rtt_us.max(1.0);
-        let mut words = self.payload / 4;
-        let mut ranges: Vec<(u64, u64)> = Vec::new();
-        for (&i, fb) in self.rcv_loss.iter_mut() {
-            let age = micros(now.saturating_duration_since(fb.last)) as f64;
-            if age < f64::from(fb.k) * rtt {
-                continue;
-            }
-            // A single number costs one word, a range two.
-            match ranges.last_mut() {
-                Some((first, last)) if *last + 1 == i => {
-                    if *first == *last {
-                        if words == 0 {
-                            break;
-                        }
-                        words -= 1;
-                    }
-                    *last = i;
-                }
-                _ => {
-                    if words == 0 {
-                        break;
-                    }
-                    words -= 1;
-                    ranges.push((i, i));
-                }
-            }
-            fb.last = now;
-            fb.k += 1;
-        }
-        if !ranges.is_empty() {
-            let seqs = ranges
-                .iter()
-                .map(|&(a, b)| (self.seq_of(a), self.seq_of(b)))
-                .collect();
-            self.naks.push_back(seqs);
-        }
-    }
-
-    /// 4.11's `sendCtrl(2)` rules: no ACK for what the sender has confirmed with ACK2,
-    /// none going backwards, and a repeat only after RTT + 4 RTTVar.
-    fn full_ack_due(&self, now: Instant) -> bool {
-        let ack = self.ack_index();
-        if ack == self.rcv_last_ack_ack || ack < self.rcv_last_ack {
-            return false;
-        }
-        if ack == self.rcv_last_ack {
-            let quiet = Duration::from_micros((self.rtt_us + 4.0 * self.rtt_var_us) as u64);
-            if self
-                .last_ack_time
-                .is_some_and(|t| now.saturating_duration_since(t) < quiet)
-            {
-                return false;
-            }
-        }
-        true
-    }
-
-    fn on_exp(&mut self, now: Instant) {
-        self.stats.exp_timeouts += 1;
-        if self.exp_count > 16
-            && now.saturating_duration_since(self.last_rsp) > Duration::from_secs(5)
-        {
-            self.state = State::Closed;
-            self.events.push_back(Event::Broken);
-            return;
-        }
-        if self.snd_next > self.snd_last_ack {
-            if self.snd_loss.is_empty() {
-                // Go-back-N: everything unacknowledged is resent.
-                for i in self.snd_last_ack..self.snd_next {
-                    self.snd_loss.insert(i);
-                }
-            }
-            let inputs = self.inputs();
-            rate!(self, c => c.on_timeout(now, &inputs));
-        } else {
-            self.ctrl.push_back(PendingCtrl::KeepAlive);
-        }
-        self.exp_count += 1;
-        // 4.11: "Reset last response time since we just sent a heart-beat." The next
-        // expiry is then exp_count intervals after this one, so the intervals grow
-        // (0.3, 0.6, 0.9 s ...). Without it they would stay 0.3 s apart, and a
-        // receiver's keep-alives would keep resetting a stalled sender's timer,
-        // which then never fires to resend a lost retransmission.
-        self.last_rsp = now;
-    }
-
-    // ---- output ---------------------------------------------------------------------
-
-    fn has_data_to_send(&self) -> bool {
-        let window = self.flow_window.min(rate_cwnd(&self.cc) as u64).max(2);
-        !self.snd_loss.is_empty()
-            || (self.snd_next < self.snd_last_ack + self.snd_buf.len() as u64
-                && self.snd_next - self.snd_last_ack < window)
-    }
-
-    /// Writes the next UDP payload into `buf` (at least `mss - 28` bytes, or 64 in
-    /// virtual mode) and says how much, or returns `None` when nothing is due.
-    #[must_use]
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if let Some(c) = self.ctrl.pop_front() {
-            let n = self.emit_ctrl(now, c, buf);
-            return Some(Transmit {
-                written: n,
-                wire_len: n,
-            });
-        }
-        if let Some(mut ranges) = self.naks.pop_front() {
-            // A NAK carries as much of the list as `buf` holds; the rest goes next.
-            let rest = split_loss_list(&mut ranges, buf.len().saturating_sub(HEADER_LEN) / 4);
-            if !rest.is_empty() {
-                self.naks.push_front(rest);
-            }
-            self.stats.naks_sent += 1;
-            let mut lbuf = vec![0u8; LossList::encoded_len(&ranges)];
-            let list = LossList::encode(&ranges, &mut lbuf);
-            let r = UdtRepr::Control {
-                timestamp: self.ts(now),
-                dest_socket_id: self.peer_id,
-                control: Control::Nak(list),
-            };
-            r.emit(buf);
-            return Some(Transmit {
-                written: r.wire_len(),
-                wire_len: r.wire_len(),
-            });
-        }
-        if self.state != State::Connected {
-            return None;
-        }
-        if self.closing && self.snd_buf.is_empty() {
-            self.closing = false;
-            self.state = State::Closed;
-            let n = self.emit_ctrl(now, PendingCtrl::Shutdown, buf);
-            return Some(Transmit {
-                written: n,
-                wire_len: n,
-            });
-        }
-        if !self.has_data_to_send() {
-            // 4.11 forgets the schedule when it has nothing it may send
-            // (`m_ullTargetTime = 0`): sending resumes without a debt.
-            self.late_by = None;
-            return None;
-        }
-        if now < self.next_send {
-            return None;
-        }
-        let (idx, retransmit) = match self.snd_loss.pop_first() {
-            Some(i) => (i, true),
-            None => (self.snd_next, false),
-        };
-        let data = self.snd_buf.get((idx - self.snd_last_ack) as usize)?;
-        let seq = self.seq_of(idx);
-        let r = UdtRepr::Data {
-            seq,
-            boundary: Boundary::Solo,
-            in_order: true,
-            msg_number: 1,
-            timestamp: self.ts(now),
-            dest_socket_id: self.peer_id,
-            payload_len: data.len(),
-        };
-        r.emit(buf);
-        let written = match data {
-            Payload::Bytes(b) => {
-                buf[HEADER_LEN..HEADER_LEN + b.len()].copy_from_slice(b);
-                HEADER_LEN + b.len()
-            }
-            Payload::Virtual(_) => HEADER_LEN,
-        };
-        let tx = Transmit {
-            written,
-            wire_len: r.wire_len(),
-        };
-        self.stats.data_sent += 1;
-        if retransmit {
-            self.stats.retransmitted += 1;
-        } else {
-            self.snd_next += 1;
-        }
-        rate!(self, c => c.on_packet_sent(now, seq));
-        // A driver cannot busy-wait as UDT4's sender thread does, so the engine keeps
-        // the schedule as 4.11 built with NO_BUSY_WAITING does (`m_ullTimeDiff`): time
-        // a packet leaves late is paid back by sending the next ones early. A
-        // simulator calls on time, so there this changes nothing.
-        let mut late = self.late_by.map_or(Duration::ZERO, |d| {
-            d + now.saturating_duration_since(self.next_send)
-        });
-        // Packet pair: a packet whose sequence number is a multiple of 16 is followed
-        // at once by the next.
-        let mut period = Duration::from_nanos((self.pkt_snd_period_us() * 1000.0) as u64);
-        if let Some(bw) = self.cfg.max_bw_bps.filter(|&b| b > 0) {
-            let floor = u64::from(self.cfg.mss) * 8 * 1_000_000_000 / bw;
-            period = period.max(Duration::from_nanos(floor));
-        }
-        self.next_send = if seq.value() & 0xF == 0 {
-            now
-        } else if late >= period {
-            late -= period;
-            now
-        } else {
-            let t = now + (period - late);
-            late = Duration::ZERO;
-            t
-        };
-        self.late_by = Some(late);
-        Some(tx)
-    }
-
-    fn emit_ctrl(&mut self, now: Instant, c: PendingCtrl, buf: &mut [u8]) -> usize {
-        let control = match c {
-            PendingCtrl::Handshake => Control::Handshake(self.handshake),
-            PendingCtrl::Ack2(n) => Control::Ack2 { ack_seq_no: n },
-            PendingCtrl::KeepAlive => Control::KeepAlive,
-            PendingCtrl::Shutdown => Control::Shutdown,
-            PendingCtrl::LightAck | PendingCtrl::FullAck => {
-                // ACK number: the first lost packet, or one past the highest received.
-                let ack_idx = self.ack_index();
-                let ack = self.seq_of(ack_idx);
-                if c == PendingCtrl::LightAck {
-                    self.stats.light_acks_sent += 1;
-                    Control::Ack {
-                        ack_seq_no: 0,
-                        ack,
-                        info: AckInfo::Light,
-                    }
-                } else {
-                    self.ack_seq_no = self.ack_seq_no.wrapping_add(1);
-                    self.rcv_last_ack = ack_idx;
-                    let avail = u64::from(self.cfg.rcv_buf_pkts)
-                        .saturating_sub(
-                            self.rcv_ooo.len() as u64 + (self.readable.len() / self.payload) as u64,
-                        )
-                        .max(2) as u32;
-                    let info = if self.last_ack_time.is_none_or(|t| {
-                        now.saturating_duration_since(t) > Duration::from_micros(SYN)
-                    }) {
-                        self.last_ack_time = Some(now);
-                        AckInfo::Full {
-                            rtt_us: self.rtt_us as u32,
-                            rtt_var_us: self.rtt_var_us as u32,
-                            avail_buf_pkts: avail,
-                            recv_rate_pps: self.window.recv_rate_pps(),
-                            bandwidth_pps: self.window.bandwidth_pps(),
-                        }
-                    } else {
-                        AckInfo::Short {
-                            rtt_us: self.rtt_us as u32,
-                            rtt_var_us: self.rtt_var_us as u32,
-                            avail_buf_pkts: avail,
-                        }
-                    };
-                    self.ack_history.push_back((self.ack_seq_no, ack_idx, now));
-                    if self.ack_history.len() > ACK_HISTORY {
-                        self.ack_history.pop_front();
-                    }
-                    self.stats.acks_sent += 1;
-                    Control::Ack {
-                        ack_seq_no: self.ack_seq_no,
-                        ack,
-                        info,
-                    }
-                }
-            }
-        };
-        let dest =
-            if c == PendingCtrl::Handshake && !self.is_server && self.state == State::Connecting {
-                0
-            } else {
-                self.peer_id
-            };
-        let r = UdtRepr::Control {
-            timestamp: self.ts(now),
-            dest_socket_id: dest,
-            control,
-        };
-        r.emit(buf);
-        r.wire_len()
-    }
-
-    /// The next application event.
-    #[must_use]
-    pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
     }
 }
 

@@ -18,7 +18,9 @@
 
 use std::collections::VecDeque;
 
+use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::transfer::{BlockRepr, Deframer, FileBlocks, Reassembler, HEADER_LEN};
+use longhaul_proto::udt::UdtConnection;
 use longhaul_proto::{Bandwidth, Duration, Instant};
 use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
 
@@ -358,8 +360,8 @@ impl Simulation {
     fn drive_channel(&mut self, now: Instant, t: usize, c: usize) {
         let f = self.transfers[t].channels[c].flow;
         match self.flows[f] {
-            Flow::Tcp(_) => self.drive_tcp(now, f, 0),
-            Flow::Udt(_) => self.drive_udt(now, f, 0),
+            Flow::Tcp(_) => self.drive::<TcpConnection>(now, f, 0),
+            Flow::Udt(_) => self.drive::<UdtConnection>(now, f, 0),
             _ => unreachable!("channels are TCP or UDT flows"),
         }
     }

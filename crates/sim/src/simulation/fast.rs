@@ -1,0 +1,334 @@
+//! The speed machinery, fenced here: cut-through links and early hosts. Both
+//! replace events by arithmetic where the order of what happens cannot differ from
+//! an event per hop; the rest of the simulator only asks
+//! [`is_cut_through`](crate::link::Link::is_cut_through) and `into_early` on its
+//! per-packet path.
+//!
+//! The invariants, written once (the tests in `tests/determinism.rs` hold a run with
+//! them to the same bits as the same run with an event per hop,
+//! [`Simulation::with_cut_through`]`(false)`):
+//! - **A cut-through link** ends at a node that only forwards, and every link it
+//!   forwards onto is a FIFO that nothing else feeds (or leads into an early host).
+//!   Its packets are placed on the next link at the instant they would arrive, so the
+//!   next link sees them in the same order and at the same times.
+//! - **Nothing upstream of a cut-through link is cut-through**: the link downstream
+//!   runs ahead of the clock, and may only be fed by one that does not.
+//! - **An early host** is reached only over one FIFO link and holds only TCP
+//!   receivers; a receiver's inputs are then its packets in link order and its own
+//!   timers. It takes each packet when offered, at its arrival time, after firing its
+//!   timers due by then ([`Simulation::catch_up`]); what it sends goes on links it
+//!   alone feeds, in time order.
+//! - **Observations see the past**: a sample or trace an early host has run past
+//!   reads what the host had at that instant, recorded as it passed
+//!   ([`Simulation::delivered_as_of`]).
+//! - Not with transfers (their channels are also driven by the transfer) nor base
+//!   stations (Snoop reads and writes both directions in the middle).
+
+use crate::app::Flow;
+use crate::packet::PacketId;
+use longhaul_proto::tcp::TcpConnection;
+use longhaul_proto::{Duration, Instant};
+
+use super::{Simulation, CONTROL_FLAG};
+
+impl Simulation {
+    /// Marks the links [`cut_through_links`](Self::cut_through_links) finds, before
+    /// the first event.
+    pub(super) fn set_up_cut_through(&mut self) {
+        let (through, early) = self.cut_through_links();
+        for (l, onward) in through {
+            self.links[l].set_cut_through();
+            self.onward[l] = onward;
+        }
+        let first_obs = self.next_observation_after(Instant::ZERO);
+        for l in early {
+            self.links[l].set_cut_through();
+            self.into_early[l] = true;
+            self.host_next_obs[self.links[l].to] = first_obs;
+            self.host_wake[self.links[l].to] = first_obs;
+        }
+    }
+
+    /// The links that can be cut-through (see [`crate::link`]): the far end is a node
+    /// that only forwards (no endpoints, no base station, no ingress rules), and every
+    /// link it forwards this link's packets onto is a FIFO that nothing else feeds, or
+    /// leads into an early host. A link downstream of a cut-through link runs ahead of
+    /// the clock, so it is not cut-through itself, and nothing upstream of it is
+    /// either. Each comes with the one link its packets go on to, if there is only
+    /// one.
+    ///
+    /// Then, apart, the links into **early hosts**: a FIFO link is the only way into
+    /// a host whose endpoints are all TCP receivers, and every packet on it is for
+    /// that host. A receiver's inputs are then its packets, in the order the link
+    /// delivers them, and its own timers, and nothing else in the run reads or
+    /// changes it but the metric samples and traces; so the host can take each
+    /// packet as it is offered to the link, at the time it will arrive, its timers
+    /// first if they are due by then, and send what it answers into the network at
+    /// that time, ahead of the clock. What it sends goes out on links it alone feeds,
+    /// in time order, as with an event per arrival: the run is the same, one event
+    /// per data segment cheaper, and a data segment is read while it is still in the
+    /// cache rather than one window later. Observations the host runs past see what
+    /// it had at their time ([`catch_up`](Self::catch_up)). Not with transfers
+    /// (their channels' ends are driven by the transfer too) or base stations.
+    pub(super) fn cut_through_links(&self) -> (Vec<(usize, Option<u32>)>, Vec<usize>) {
+        let nl = self.links.len();
+        // Who sends to whom: the two ends of every flow and transfer, both ways, and
+        // base stations (Snoop's local retransmissions) to either end of any flow.
+        let mut pairs: Vec<(usize, usize)> = vec![];
+        for (a, b) in self
+            .flow_ends
+            .iter()
+            .copied()
+            .chain(self.transfers.iter().map(|t| (t.spec.from, t.spec.to)))
+        {
+            pairs.extend([(a, b), (b, a)]);
+            for st in &self.stations {
+                pairs.extend([(st.spec.node, a), (st.spec.node, b)]);
+            }
+        }
+        // What feeds each link, and where each link's packets go next, from those
+        // routes walked hop by hop. Feeders are links, or (`nl + node`) the node a
+        // route starts at.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Feed {
+            Nothing,
+            Only(usize),
+            Several,
+        }
+        let mut feed = vec![Feed::Nothing; nl];
+        let mut next: Vec<Vec<usize>> = vec![vec![]; nl];
+        for (s, d) in pairs.into_iter().filter(|(s, d)| s != d) {
+            let (mut node, mut came) = (s, nl + s);
+            for _ in 0..self.nodes.len() {
+                let Some(out) = self.route(node, d) else {
+                    break;
+                };
+                let out = out as usize;
+                feed[out] = match feed[out] {
+                    Feed::Nothing => Feed::Only(came),
+                    Feed::Only(x) if x == came => Feed::Only(came),
+                    _ => Feed::Several,
+                };
+                if came < nl && !next[came].contains(&out) {
+                    next[came].push(out);
+                }
+                came = out;
+                node = self.links[out].to;
+                if node == d {
+                    break;
+                }
+            }
+        }
+        let mut cut = vec![false; nl];
+        for l in 0..nl {
+            let link = &self.links[l];
+            let r = link.to;
+            let plain_router = self.nodes[r].endpoints.is_empty()
+                && self.station_of[r].is_none()
+                && self.ingress[r].is_empty();
+            let passes_on = !next[l].is_empty()
+                && next[l]
+                    .iter()
+                    .all(|&o| feed[o] == Feed::Only(l) && !self.links[o].is_scheduled() && !cut[o]);
+            let fed_ahead = matches!(feed[l], Feed::Only(u) if u < nl && cut[u]);
+            if plain_router && passes_on && !link.is_scheduled() && !fed_ahead {
+                cut[l] = true;
+            }
+        }
+        let through = (0..nl)
+            .filter(|&l| cut[l])
+            .map(|l| (l, (next[l].len() == 1).then(|| next[l][0] as u32)))
+            .collect();
+        let early_host = |r: usize| {
+            let n = &self.nodes[r];
+            !n.endpoints.is_empty()
+                && n.endpoints.iter().all(|e| {
+                    e.side == 1
+                        && e.flow & CONTROL_FLAG == 0
+                        && matches!(self.flows.get(e.flow as usize), Some(Flow::Tcp(_)))
+                })
+                && self.ingress[r].is_empty()
+        };
+        let mut early = vec![];
+        if self.transfers.is_empty() && !self.any_station {
+            for l in 0..nl {
+                let r = self.links[l].to;
+                let only_way_in = (0..nl)
+                    .filter(|&i| self.links[i].to == r && feed[i] != Feed::Nothing)
+                    .eq([l]);
+                if only_way_in
+                    && next[l].is_empty()
+                    && !cut[l]
+                    && !self.links[l].is_scheduled()
+                    && early_host(r)
+                {
+                    early.push(l);
+                }
+            }
+        }
+        (through, early)
+    }
+
+    /// Offers `pkt` to cut-through link `l` at `now`; returns when it reaches the far
+    /// end, captured there, or `None` (its slot freed) if the link drops it or it
+    /// would arrive after the run ends.
+    #[inline(always)]
+    pub(super) fn cross(
+        &mut self,
+        now: Instant,
+        l: usize,
+        pkt: PacketId,
+        size: u32,
+    ) -> Option<Instant> {
+        let Ok(at) = self.links[l].enqueue_through(now, self.sched.now(), pkt, size) else {
+            self.pool.free(pkt);
+            return None;
+        };
+        if at > self.end {
+            // Still on the wire when the run ends: the far end never sees it. (A run
+            // that stops when its transfers finish learns its end only then, so the
+            // next link's counters may include the few packets that would have
+            // reached it within this link's delay after the stop.)
+            self.pool.free(pkt);
+            return None;
+        }
+        self.capture(l, at, pkt);
+        Some(at)
+    }
+
+    /// Sends `pkt` over cut-through link `l` and, at the moment it will arrive, on
+    /// from the router at its far end: what `on_link_arrival`, `deliver` and
+    /// `forward` would do there, without the event.
+    pub(super) fn cut_through(
+        &mut self,
+        now: Instant,
+        l: usize,
+        dst: usize,
+        pkt: PacketId,
+        size: u32,
+    ) {
+        let Some(at) = self.cross(now, l, pkt, size) else {
+            return;
+        };
+        // Every packet that can cross `l` is between two of the ends the route walk
+        // in `cut_through_links` followed, so `onward` is the route for each.
+        let out = self.onward[l].or_else(|| self.route(self.links[l].to, dst));
+        debug_assert_eq!(out, self.route(self.links[l].to, dst));
+        let Some(out) = out else {
+            // For the router itself (which listens on nothing) or unreachable.
+            self.unroutable += 1;
+            self.pool.free(pkt);
+            return;
+        };
+        if self.into_early[out as usize] {
+            self.through_to_host(at, out as usize, pkt, size);
+        } else {
+            self.offer(at, out, pkt, size);
+        }
+    }
+
+    /// Sends `pkt` over link `l` into an early host (see
+    /// [`cut_through_links`](Self::cut_through_links)), which takes it at once, at
+    /// the time it will arrive.
+    #[inline(always)]
+    pub(super) fn through_to_host(&mut self, now: Instant, l: usize, pkt: PacketId, size: u32) {
+        let Some(at) = self.cross(now, l, pkt, size) else {
+            return;
+        };
+        // Taken once the current event is done: a host's packets reach it in the
+        // order they are offered here, and nothing between now and then reads it.
+        // (Taking it here would make the forwarding path recursive, through the
+        // host's answer, and the compiler would no longer inline it.)
+        self.early_pending.push((at, self.links[l].to as u32, pkt));
+    }
+
+    /// Early hosts take the packets sent to them during the last event.
+    #[inline(always)]
+    pub(super) fn take_early_arrivals(&mut self) {
+        let mut i = 0;
+        while let Some(&(at, node, pkt)) = self.early_pending.get(i) {
+            i += 1;
+            let node = node as usize;
+            if at >= self.host_wake[node] {
+                self.catch_up(node, at);
+            }
+            self.consume(at, node, pkt);
+        }
+        self.early_pending.clear();
+    }
+
+    /// Brings early host `node` up to just before a packet arriving at `at`: its
+    /// timers due by then fire, and the observations it is about to run past are
+    /// recorded, all in time order. A timer due at `at` itself fires before the
+    /// packet (with an event per arrival, whichever was scheduled first would go
+    /// first; this is a choice as good as that one); an observation at `at` itself
+    /// needs no record, since observers go last at their instant.
+    #[cold]
+    pub(super) fn catch_up(&mut self, node: usize, at: Instant) {
+        loop {
+            // The host's earliest receiver timer (the first flow's, on a tie).
+            let timer = self.nodes[node]
+                .endpoints
+                .iter()
+                .filter_map(|e| match &self.flows[e.flow as usize] {
+                    Flow::Tcp(t) => t.timer_at[1].map(|d| (d, e.flow as usize)),
+                    _ => None,
+                })
+                .min_by_key(|&(d, _)| d);
+            let obs = self.host_next_obs[node];
+            match timer {
+                Some((d, f)) if d <= at && d <= obs => self.fire_early_timer(d, f),
+                _ if obs < at => self.record_observation(node, obs),
+                _ => {
+                    // Nothing due by `at`: the host next needs a look at its next
+                    // observation or its earliest timer.
+                    self.host_wake[node] = timer.map_or(obs, |(d, _)| d.min(obs));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Fires the receiver timer of flow `f`, due at `d`, ahead of the clock (the
+    /// event already scheduled for it will find it no longer armed for `d`).
+    #[cold]
+    pub(super) fn fire_early_timer(&mut self, d: Instant, f: usize) {
+        // Armed for `d`: `catch_up` read it there.
+        self.expire::<TcpConnection>(d, f, 1);
+    }
+
+    /// Records what observation `obs` will read of early host `node`'s receivers,
+    /// and moves the host on to the next observation.
+    #[cold]
+    pub(super) fn record_observation(&mut self, node: usize, obs: Instant) {
+        for e in &self.nodes[node].endpoints {
+            let f = e.flow as usize;
+            self.snaps[f].push_back((obs, self.flows[f].delivered_bytes()));
+        }
+        self.host_next_obs[node] = self.next_observation_after(obs);
+    }
+
+    /// The first sample or trace after `t` (they fall on multiples of their
+    /// intervals).
+    pub(super) fn next_observation_after(&self, t: Instant) -> Instant {
+        let after = |every: Duration| {
+            let every = (every.as_nanos() as u64).max(1);
+            Instant::from_nanos((t.as_nanos() / every + 1).saturating_mul(every))
+        };
+        let s = after(self.cfg.sample_interval);
+        self.cfg.trace_interval.map_or(s, |ti| s.min(after(ti)))
+    }
+
+    /// Flow `f`'s delivered bytes as an observation at `now` sees them: recorded, if
+    /// its receiver is an early host that has run past `now`.
+    pub(super) fn delivered_as_of(&mut self, f: usize, now: Instant) -> u64 {
+        let q = &mut self.snaps[f];
+        while q.front().is_some_and(|&(t, _)| t < now) {
+            q.pop_front();
+        }
+        match q.front() {
+            Some(&(t, d)) if t == now => d,
+            _ => self.flows[f].delivered_bytes(),
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! The one interface every engine offers its driver (after quinn-proto's
 //! `Connection`): datagrams and timeouts go in through `handle_*`, datagrams, events
 //! and the next deadline come out through `poll_*`. The simulator drives TCP, UDT and
-//! SCTP through it on one path, and [`testkit`](crate::testkit) runs any two of a
+//! SCTP through it on one path, and `testkit` (feature `testkit`) runs any two of a
 //! kind against each other.
 //!
 //! What an application does with a connection (open it, write, read, close) differs

@@ -1,10 +1,13 @@
 //! longhaul-proto: sans-IO transport engines.
 //!
-//! Every engine here is a state machine driven by its caller (the simulator today, the
-//! socket driver of `longhaul-net` for UDT later): it is handed datagrams and the
-//! current time, and it is polled for datagrams to send, for its next deadline and for
-//! events. The call order after any `handle_*` or application command is: drain
-//! `poll_transmit`, then `poll_event`, then re-arm a timer from `poll_timeout`.
+//! Every engine here implements one interface, [`Engine`] (after quinn-proto's
+//! `Connection`): its driver (the simulator, or `longhaul-net`'s UDT socket) hands it
+//! datagrams and the current time through `handle_*`, and polls it for datagrams to
+//! send, for events and for its next deadline through `poll_*`. The call order after
+//! any `handle_*` or application command is: drain `poll_transmit`, then
+//! `poll_event`, then re-arm one timer from `poll_timeout`. `testkit` (feature
+//! `testkit`) runs two ends of any engine against each other over a path with delay,
+//! rate, loss, reordering and damage.
 //!
 //! Engines never read a clock, the OS or a global RNG: time is [`time::Instant`],
 //! passed in; randomness comes from a seed given at construction. The same inputs give
@@ -14,10 +17,11 @@
 //! (NewReno, CUBIC, UDT's and AR-UDT's rate control, SCTP's per-destination window),
 //! a TCP engine with SACK (RFC 2018/6675) meant for simulation (it tracks byte counts,
 //! not payload content), a UDT engine wire-compatible with UDT4 4.11, and an SCTP
-//! association (RFC 9260) that carries real message bytes. The block manager of a parallel
-//! transfer (striping files over channels, reassembling them in order) is here too,
-//! for the simulator and the real transfer tool alike. What is not: I/O (the
-//! simulator and, later, `longhaul-net` drive these engines).
+//! association (RFC 9260) that carries real message bytes. The block manager of a
+//! parallel transfer (striping files over channels, reassembling them in order) is
+//! here too, for the simulator and the real transfer tool alike. What is not: I/O
+//! (the simulator and `longhaul-net` drive these engines), and what an application
+//! does with a connection, which stays on each engine's own type.
 
 #![warn(missing_docs)]
 

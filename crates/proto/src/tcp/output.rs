@@ -14,7 +14,7 @@ use super::{State, TcpConnection, Transmit, TEMPLATE_LEN};
 
 impl TcpConnection {
     /// Writes the next datagram's headers into `buf` (at least
-    /// [`MAX_TRANSMIT_HEADER`] bytes), or returns `None` when there is nothing to
+    /// [`MAX_TRANSMIT_HEADER`](super::MAX_TRANSMIT_HEADER) bytes), or returns `None` when there is nothing to
     /// send now.
     #[must_use]
     pub(super) fn transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {

@@ -450,8 +450,68 @@ fn a_udp_source_that_makes_the_run_long_is_warned_about() {
         std::fs::write(tmp.path().join("udp.toml"), text).unwrap();
         let o = longhaul(&["sim", "check", "udp.toml"], tmp.path());
         assert!(o.status.success(), "{rate}: {}", stderr(&o));
-        let said = stderr(&o).contains("the UDP source n0 -> n1 offers 1.7e9 packets");
+        let said = stderr(&o).contains("the UDP source n0 -> n1, may send 1.7e9 packets");
         assert_eq!(said, warned, "{rate}: {}", stderr(&o));
+    }
+}
+
+/// A TCP flow over 999 999 999 s of simulated time (which used to run silently for
+/// ever) is valid, with a warning that estimates the wall time in hours; the same
+/// flow for 60 s gets none, and so does a finite one whose size bounds its packets.
+#[test]
+fn a_tcp_flow_that_makes_the_run_long_is_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (duration, interval, size, warned) in [
+        ("999999999s", "1000000s", "", true),
+        ("60s", "1s", "", false),
+        ("999999999s", "1000000s", "size = \"1GB\"\n", false),
+    ] {
+        let text = format!(
+            "duration = \"{duration}\"\nsample_interval = \"{interval}\"\n[topology]\nkind = \"chain\"\n\
+             [[topology.links]]\nrate = \"1Gbps\"\ndelay = \"10ms\"\n[[flow]]\nprotocol = \"tcp\"\n{size}"
+        );
+        std::fs::write(tmp.path().join("tcp.toml"), text).unwrap();
+        let o = longhaul(&["sim", "check", "tcp.toml"], tmp.path());
+        assert!(o.status.success(), "{duration}: {}", stderr(&o));
+        let err = stderr(&o);
+        let said = err.contains("the TCP flow n0 -> n1, may send") && err.contains("hours");
+        assert_eq!(said, warned, "{duration} {size}: {err}");
+    }
+}
+
+/// A value of the wrong type inside the fourth flow, or inside a link of the
+/// topology, is named by its full key path (serde alone names only the tagged table),
+/// with exit 2, for `check` and `run` alike.
+#[test]
+fn a_type_error_names_its_full_key_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let flow = "[[flow]]\nprotocol = \"tcp\"\nmss = 1448\n";
+    let head =
+        "duration = \"1s\"\n[topology]\nkind = \"chain\"\n[[topology.links]]\nrate = \"1Gbps\"\n";
+    let cases = [
+        (
+            format!("{head}delay = \"1ms\"\n{flow}{flow}{flow}[[flow]]\nprotocol = \"tcp\"\nmss = \"big\"\n"),
+            "`flow[3].mss`: invalid type: string \"big\", expected u16",
+        ),
+        (
+            format!("{head}delay = \"1ms\"\n{flow}{flow}{flow}[[flow]]\nprotocol = \"udp\"\nrate = 5\n"),
+            "`flow[3].rate`: invalid type: integer `5`, expected a string",
+        ),
+        (
+            format!("{head}delay = 5\n{flow}"),
+            "`topology.links[0].delay`: invalid type: integer `5`, expected a string",
+        ),
+    ];
+    for (text, want) in cases {
+        std::fs::write(tmp.path().join("bad.toml"), &text).unwrap();
+        for cmd in ["check", "run"] {
+            let o = longhaul(
+                &["sim", cmd, "bad.toml", "--quiet"][..if cmd == "run" { 4 } else { 3 }],
+                tmp.path(),
+            );
+            assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+            assert!(stderr(&o).contains(want), "{cmd}: {}", stderr(&o));
+        }
     }
 }
 

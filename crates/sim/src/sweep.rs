@@ -45,47 +45,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::scenario::{Scenario, ScenarioError};
-
-/// Sets the value at dotted `path` in a TOML document, creating tables as needed.
-pub fn set_path(doc: &mut toml::Value, path: &str, value: toml::Value) -> Result<(), String> {
-    let parts: Vec<&str> = path.split('.').collect();
-    let mut cur = doc;
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        cur = match cur {
-            toml::Value::Table(t) => {
-                if last {
-                    t.insert(part.to_string(), value);
-                    return Ok(());
-                }
-                t.entry(part.to_string())
-                    .or_insert_with(|| toml::Value::Table(Default::default()))
-            }
-            toml::Value::Array(a) => {
-                let idx: usize = part
-                    .parse()
-                    .map_err(|_| format!("`{path}`: `{part}` must be an index into an array"))?;
-                let len = a.len();
-                let slot = a.get_mut(idx).ok_or_else(|| {
-                    format!("`{path}`: index {idx} is past the end (length {len})")
-                })?;
-                if last {
-                    *slot = value;
-                    return Ok(());
-                }
-                slot
-            }
-            _ => {
-                return Err(format!(
-                    "`{path}`: `{}` is not a table or an array",
-                    parts[..i].join(".")
-                ))
-            }
-        };
-    }
-    Ok(())
-}
+use crate::scenario::{set_path, Scenario, ScenarioError};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -727,18 +687,5 @@ mod tests {
         // Strings compare as strings: "5ms" and "5Mbps" are different points.
         assert!(!same_value(&S("5ms".into()), &S("5Mbps".into())));
         assert!(same_value(&Integer(0), &Float(0.0)));
-    }
-
-    #[test]
-    fn set_path_in_tables_and_arrays() {
-        let mut v: toml::Value = toml::from_str("a = 1\n[[l]]\nx = 1\n[[l]]\nx = 2\n").unwrap();
-        set_path(&mut v, "l.1.x", toml::Value::Integer(5)).unwrap();
-        set_path(&mut v, "t.y", toml::Value::Integer(6)).unwrap();
-        assert_eq!(v["l"][1]["x"].as_integer(), Some(5));
-        assert_eq!(v["t"]["y"].as_integer(), Some(6));
-        assert!(set_path(&mut v, "l.9.x", toml::Value::Integer(5))
-            .unwrap_err()
-            .contains("past the end"));
-        assert!(set_path(&mut v, "a.b", toml::Value::Integer(5)).is_err());
     }
 }

@@ -66,8 +66,9 @@ pub fn parse_time(s: &str) -> Result<Duration, String> {
             ))
         }
     };
-    if !ok || n.is_nan() || n < 0.0 || n * mult >= 1e9 {
-        // (1e9 s, some 32 years, keeps nanosecond arithmetic far from overflow.)
+    if !ok || n.is_nan() || n < 0.0 || n * mult > 1e9 {
+        // (1e9 s, some 32 years, keeps nanosecond arithmetic far from overflow:
+        // 1e18 ns, a tenth of what a u64 holds.)
         return Err(format!(
             "`{s}` is not a time from 0 to 1e9 s (about 32 years)"
         ));
@@ -147,7 +148,12 @@ mod tests {
         assert_eq!(parse_time("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_time("0s").unwrap(), Duration::ZERO);
         assert!(parse_time("50").is_err());
-        for bad in ["-5ms", "1e30s", "nanms"] {
+        // The documented limit is inclusive.
+        assert_eq!(
+            parse_time("1e9s").unwrap(),
+            Duration::from_secs(1_000_000_000)
+        );
+        for bad in ["-5ms", "1e30s", "nanms", "1.000001e9s"] {
             let e = parse_time(bad).unwrap_err();
             assert!(e.contains("from 0 to 1e9 s"), "{bad}: {e}");
         }

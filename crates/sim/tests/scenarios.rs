@@ -421,13 +421,13 @@ fn sweep_base_must_be_a_small_regular_file() {
     let tmp = tempfile::tempdir().unwrap();
     let sweep = tmp.path().join("sweep.toml");
     let big = tmp.path().join("big.toml");
-    // 17 MiB of comment lines: valid TOML, over the 16 MiB limit.
+    // 3 MiB of comment lines: valid TOML, over the 2 MiB limit.
     let line = format!("{}\n", "#".repeat(1023));
-    std::fs::write(&big, line.repeat(17 * 1024)).unwrap();
+    std::fs::write(&big, line.repeat(3 * 1024)).unwrap();
     let cases = [
         ("/dev/zero", "/dev/zero: cannot read: not a regular file"),
         (".", "not a regular file"),
-        ("big.toml", "big.toml: cannot read: larger than 16 MiB"),
+        ("big.toml", "big.toml: cannot read: larger than 2 MiB"),
     ];
     for (base, want) in cases {
         std::fs::write(&sweep, format!("scenario = {base:?}\n[grid]\nseed = [1]\n")).unwrap();
@@ -436,7 +436,26 @@ fn sweep_base_must_be_a_small_regular_file() {
     }
     // The same checks guard a scenario given directly.
     let e = longhaul_sim::Scenario::load(&big).unwrap_err().to_string();
-    assert!(e.contains("larger than 16 MiB"), "{e}");
+    assert!(e.contains("larger than 2 MiB"), "{e}");
+    assert_eq!(
+        longhaul_sim::scenario::MAX_FILE_BYTES,
+        2 << 20,
+        "the messages above"
+    );
+}
+
+/// A 50 MB scenario is refused by its size before a byte of it is read (the file
+/// here is sparse: reading it would take 50 MB of memory and parsing it gigabytes).
+#[test]
+fn a_50_mb_scenario_is_refused_unread() {
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big.toml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(50_000_000)
+        .unwrap();
+    let e = longhaul_sim::Scenario::load(&big).unwrap_err();
+    assert!(e.to_string().contains("larger than 2 MiB"), "{e}");
 }
 
 /// A sweep's `[report]` must name grid keys, grid values and variants; each mistake is

@@ -21,7 +21,6 @@ use longhaul_emu::emulator::SERVER_ADDR;
 use longhaul_emu::stats::{jain, EmuReport};
 use longhaul_emu::{EmuConfig, Emulator, LossModel, Pair, QueueLimit};
 use longhaul_net::{UdtListener, UdtSocket};
-use longhaul_proto::cc::ArUdtConfig;
 use longhaul_proto::udt::{RateControl, UdtConnConfig};
 use longhaul_sim::plot::{draw_scatter, draw_xy, Series};
 use longhaul_sim::topology::QueueSpec;
@@ -79,17 +78,15 @@ pub struct CompareArgs {
 enum Scheme {
     /// The kernel's TCP with congestion control `cc`, over `streams` connections.
     Kernel { cc: String, streams: u32 },
-    /// longhaul's UDT engine; AR-UDT when `ar`.
-    Udt { ar: bool },
+    /// longhaul's UDT engine with rate control `cc` (one of [`RateControl::NAMES`]).
+    Udt { cc: &'static str },
 }
 
 impl Scheme {
     fn parse(s: &str) -> Result<Scheme, String> {
         let s = s.trim();
-        match s {
-            "udt" => return Ok(Scheme::Udt { ar: false }),
-            "ar-udt" => return Ok(Scheme::Udt { ar: true }),
-            _ => {}
+        if let Some(&cc) = RateControl::NAMES.iter().find(|&&n| n == s) {
+            return Ok(Scheme::Udt { cc });
         }
         let (cc, streams) = match s.split_once('-') {
             Some((cc, n)) => (cc, n.parse::<u32>().ok().filter(|n| (1..=64).contains(n))),
@@ -102,7 +99,8 @@ impl Scheme {
             }),
             _ => Err(format!(
                 "`{s}` is not a scheme: use cubic, reno, bbr (optionally -N for N parallel \
-                 streams, 1 to 64), udt or ar-udt"
+                 streams, 1 to 64), or {}",
+                RateControl::NAMES.join(" or ")
             )),
         }
     }
@@ -111,8 +109,7 @@ impl Scheme {
         match self {
             Scheme::Kernel { cc, streams: 1 } => cc.clone(),
             Scheme::Kernel { cc, streams } => format!("{cc}-{streams}"),
-            Scheme::Udt { ar: false } => "udt".into(),
-            Scheme::Udt { ar: true } => "ar-udt".into(),
+            Scheme::Udt { cc } => (*cc).into(),
         }
     }
 }
@@ -513,7 +510,7 @@ fn workload(
             }
             rx.join().map_err(|_| anyhow!("the receiver panicked"))??
         }
-        Scheme::Udt { ar } => {
+        Scheme::Udt { cc } => {
             // Buffers and flow window of twice the path's BDP (UDT4's defaults,
             // 8192 packets, cap a 1 Gb/s x 200 ms path at half its rate), as a user
             // tuning UDT4 would set them; the kernel's TCP autotunes to the same.
@@ -524,12 +521,8 @@ fn workload(
                 flight_flag_size: pkts.max(25_600),
                 ..UdtConnConfig::default()
             };
-            if *ar {
-                let RateControl::Udt(c) = cfg.rate_control else {
-                    unreachable!("the default is UDT's control")
-                };
-                cfg.rate_control = RateControl::ArUdt(c, ArUdtConfig::default());
-            }
+            cfg.rate_control = RateControl::from_name(cc, cfg.rate_control.udt_config())
+                .expect("one of the names listed");
             let listener = pair.server.run(|| UdtListener::bind(addr))??;
             let server_cfg = UdtConnConfig {
                 socket_id: 2,

@@ -11,7 +11,6 @@ use clap::Args;
 use longhaul_net::transfer::{
     send, Log, RecvOptions, SendOptions, Server, Skip, TransferError, Transport,
 };
-use longhaul_proto::cc::ArUdtConfig;
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig, MIN_MSS};
 
 use crate::Failure;
@@ -145,7 +144,7 @@ pub struct SendArgs {
     #[arg(long, default_value_t = 1500)]
     mss: u32,
     /// UDT's rate control: UDT4's native control or AR-UDT.
-    #[arg(long, default_value = "udt", value_parser = ["udt", "ar-udt"])]
+    #[arg(long, default_value = "udt", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
     cc: String,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels
     /// (UDT4's UDT_MAXBW on each).
@@ -363,13 +362,9 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             Some((total.as_bps() / u64::from(total_channels)).max(1))
         }
     };
-    let rate_control = match a.cc.as_str() {
-        "ar-udt" => match UdtConnConfig::default().rate_control {
-            RateControl::Udt(c) => RateControl::ArUdt(c, ArUdtConfig::default()),
-            other => other,
-        },
-        _ => UdtConnConfig::default().rate_control,
-    };
+    let rate_control =
+        RateControl::from_name(&a.cc, UdtConnConfig::default().rate_control.udt_config())
+            .map_err(|e| Failure::input(anyhow::anyhow!("--cc: {e}")))?;
     if let Some(p) = &a.block_log {
         crate::writable("block-log", p)?;
     }

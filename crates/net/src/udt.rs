@@ -7,6 +7,8 @@ use std::time::Duration as StdDuration;
 
 use longhaul_proto::udt::{Event, State, UdtConnConfig, UdtConnection};
 use longhaul_proto::{Engine, Instant};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::socket::{setsockopt, sockopt};
@@ -97,18 +99,15 @@ pub struct Impairment {
 #[derive(Debug)]
 struct Faults {
     cfg: Impairment,
-    state: u64,
+    rng: SplitMix64,
     held: Option<Vec<u8>>,
 }
 
 impl Faults {
-    /// splitmix64: a small, well-mixed stream, enough for fault injection.
+    /// A uniform draw in [0, 1] from SplitMix64: a small, well-mixed stream,
+    /// enough for fault injection.
     fn uniform(&mut self) -> f64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+        self.rng.next_u64() as f64 / u64::MAX as f64
     }
 }
 
@@ -409,7 +408,7 @@ impl UdtSocket {
     /// Injects faults into every datagram this side sends from now on.
     pub fn impair(&mut self, cfg: Impairment) {
         self.faults = Some(Faults {
-            state: cfg.seed,
+            rng: SplitMix64::seed_from_u64(cfg.seed),
             cfg,
             held: None,
         });

@@ -27,6 +27,7 @@
 
 pub mod cc;
 pub mod engine;
+pub mod names;
 pub mod rtt;
 pub mod sctp;
 pub mod seq;

@@ -39,6 +39,8 @@ use crate::cc::{SctpCc, SctpCcProfile};
 use crate::engine::{Engine, Layer, Transmit};
 use crate::rtt::{RtoConfig, RttEstimator};
 use crate::time::{Duration, Instant};
+use rand_core::{RngCore, SeedableRng};
+use rand_xoshiro::SplitMix64;
 
 /// Bytes of a DATA chunk header.
 const DATA_HDR: usize = sctp::DATA_HEADER_LEN;
@@ -363,15 +365,6 @@ pub struct SctpAssociation {
     stats: SctpStats,
 }
 
-/// SplitMix64: spreads a seed into independent-looking words (tags, TSN, key).
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Distance of `tsn` above `base` in the peer's TSN space, unwrapped near `near`.
 fn tsn_dist(tsn: u32, base: u32, near: u64) -> u64 {
     let near_tsn = base.wrapping_add(near as u32);
@@ -389,12 +382,13 @@ impl SctpAssociation {
         remote: (Ipv4Address, u16),
         seed: u64,
     ) -> Self {
-        let mut s = seed;
-        let local_tag = (splitmix(&mut s) as u32).max(1);
-        let next_tsn = splitmix(&mut s) as u32;
+        // SplitMix64 spreads the seed into independent-looking words.
+        let mut s = SplitMix64::seed_from_u64(seed);
+        let local_tag = (s.next_u64() as u32).max(1);
+        let next_tsn = s.next_u64() as u32;
         let mut cookie_key = [0u8; 32];
         for c in cookie_key.chunks_mut(8) {
-            c.copy_from_slice(&splitmix(&mut s).to_le_bytes());
+            c.copy_from_slice(&s.next_u64().to_le_bytes());
         }
         SctpAssociation {
             cfg,

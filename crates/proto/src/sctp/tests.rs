@@ -1,5 +1,13 @@
 use super::*;
 use crate::testkit;
+
+/// SplitMix64's next word from `state` (the tests' own draws).
+fn splitmix(state: &mut u64) -> u64 {
+    let v = SplitMix64::seed_from_u64(*state).next_u64();
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    v
+}
+
 use longhaul_wire::sctp::{DupTsns, GapBlocks, PacketBuilder, SackRepr, SctpPacket, SctpRepr};
 use longhaul_wire::{IpProtocol, Ipv4Repr};
 

@@ -6,7 +6,7 @@ use crate::app::{Arrivals, Files, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlo
 use crate::topology::{NodeKind, Topology};
 use crate::units::{parse_rate, parse_size};
 use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
-use longhaul_proto::cc::{Avoidance, CcAlgorithm, CubicConfig};
+use longhaul_proto::cc::{Avoidance, CcAlgorithm};
 use longhaul_proto::rtt::RtoConfig;
 use longhaul_proto::sctp::SctpConfig;
 use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
@@ -63,16 +63,9 @@ impl Loader<'_> {
             }
         };
         if let Some(cc) = &t.cc {
-            c.cc = match cc.as_str() {
-                "newreno" | "reno" => CcAlgorithm::NewReno(Default::default()),
-                "cubic" => CcAlgorithm::Cubic(CubicConfig::default()),
-                other => {
-                    return Err(self.err(
-                        format!("{key}.cc"),
-                        format!("unknown `{other}`: use \"newreno\" or \"cubic\""),
-                    ))
-                }
-            };
+            c.cc = cc
+                .parse()
+                .map_err(|e| self.err(format!("{key}.cc"), format!("{e}")))?;
         }
         if let Some(a) = &t.avoidance {
             let avoidance = match a.as_str() {
@@ -346,14 +339,10 @@ impl Loader<'_> {
     ) -> Result<UdtFlowSpec, ScenarioError> {
         let k = |f: &str| format!("{key}.{f}");
         let profile = match u.profile.as_deref() {
-            None | Some("udt4") => UdtProfile::Udt4,
-            Some("paper") => UdtProfile::Paper,
-            Some(o) => {
-                return Err(self.err(
-                    k("profile"),
-                    format!("unknown `{o}`: use \"udt4\" or \"paper\""),
-                ))
-            }
+            None => UdtProfile::default(),
+            Some(p) => p
+                .parse()
+                .map_err(|e| self.err(k("profile"), format!("{e}")))?,
         };
         let udt = UdtCcConfig {
             profile,
@@ -366,8 +355,10 @@ impl Loader<'_> {
             ("alpha", u.alpha),
             ("beta", u.beta),
         ];
-        let rate_control = match u.cc.as_deref() {
-            None | Some("udt") => {
+        let named = RateControl::from_name(u.cc.as_deref().unwrap_or("udt"), udt)
+            .map_err(|e| self.err(k("cc"), format!("{e}")))?;
+        let rate_control = match named {
+            RateControl::Udt(_) => {
                 if let Some((name, _)) = ar_keys.iter().find(|(_, v)| v.is_some()) {
                     return Err(self.err(k(name), "applies to cc = \"ar-udt\" only"));
                 }
@@ -376,17 +367,12 @@ impl Loader<'_> {
                 }
                 RateControl::Udt(udt)
             }
-            Some("ar-udt") => {
-                let d = ArUdtConfig::default();
+            RateControl::ArUdt(_, d) => {
                 let scope = match u.spw_scope.as_deref() {
-                    None | Some("persistent") => SpwScope::Persistent,
-                    Some("syn") => SpwScope::Syn,
-                    Some(o) => {
-                        return Err(self.err(
-                            k("spw_scope"),
-                            format!("unknown `{o}`: use \"persistent\" or \"syn\""),
-                        ))
-                    }
+                    None => SpwScope::default(),
+                    Some(o) => o
+                        .parse()
+                        .map_err(|e| self.err(k("spw_scope"), format!("{e}")))?,
                 };
                 let a = ArUdtConfig {
                     w1: u.w1.unwrap_or(d.w1),
@@ -417,9 +403,6 @@ impl Loader<'_> {
                     ));
                 }
                 RateControl::ArUdt(udt, a)
-            }
-            Some(o) => {
-                return Err(self.err(k("cc"), format!("unknown `{o}`: use \"udt\" or \"ar-udt\"")))
             }
         };
         let nak_report = match u.nak_report.as_deref() {

@@ -176,10 +176,7 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
             s.protocol = "tcp".into();
             s.from = topo.nodes[t.spec.from].name.clone();
             s.to = topo.nodes[t.spec.to].name.clone();
-            s.cc = Some(match t.spec.config.cc {
-                longhaul_proto::cc::CcAlgorithm::NewReno(_) => "newreno".into(),
-                longhaul_proto::cc::CcAlgorithm::Cubic(_) => "cubic".into(),
-            });
+            s.cc = Some(t.spec.config.cc.name().into());
             let st = c.stats();
             s.retransmits = Some(st.retransmits);
             s.timeouts = Some(st.timeouts);
@@ -241,10 +238,7 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
             s.protocol = "udt".into();
             s.from = topo.nodes[u.spec.from].name.clone();
             s.to = topo.nodes[u.spec.to].name.clone();
-            s.cc = Some(match u.spec.config.rate_control {
-                longhaul_proto::udt::RateControl::Udt(_) => "udt".into(),
-                longhaul_proto::udt::RateControl::ArUdt(..) => "ar-udt".into(),
-            });
+            s.cc = Some(u.spec.config.rate_control.name().into());
             s.retransmits = Some(st.retransmitted);
             s.timeouts = Some(st.exp_timeouts);
             s.data_segments_sent = Some(st.data_sent - st.retransmitted);

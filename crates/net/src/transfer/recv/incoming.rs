@@ -12,7 +12,7 @@ use longhaul_proto::transfer::BlockRepr;
 use rustix::fs::OFlags;
 
 use super::super::beneath::DirHandle;
-use super::super::control::{hex, unhex};
+
 use super::super::{journal_name, part_name, TransferError};
 use super::session::Event;
 
@@ -222,7 +222,9 @@ pub(super) fn read_journal(
         };
         let (Ok(o), Some(h)) = (
             o.parse::<u64>(),
-            unhex(h).and_then(|h| <[u8; 32]>::try_from(h).ok()),
+            hex::decode(h)
+                .ok()
+                .and_then(|h| <[u8; 32]>::try_from(h).ok()),
         ) else {
             break;
         };
@@ -236,7 +238,7 @@ pub(super) fn read_journal(
 
 /// A journal's line for the checked block at `offset` (what [`read_journal`] reads).
 pub(super) fn journal_line(offset: u64, hash: &[u8]) -> String {
-    format!("{offset} {}\n", hex(hash))
+    format!("{offset} {}\n", hex::encode(hash))
 }
 
 /// How blocks are checked, and how many bytes are stored so far.

@@ -10,7 +10,7 @@ use rustix::fs::OFlags;
 
 use super::super::beneath::{DirHandle, Entry};
 use super::super::channel::{Listener, Transport};
-use super::super::control::{hex, Control};
+use super::super::control::Control;
 use super::super::{
     name_clash, new_journal_name, safe_join, safe_join_dir, NameClash, TransferError,
 };
@@ -248,7 +248,7 @@ pub(super) fn prepare(
             if present {
                 let digest = held_digests.next().expect("one per file held whole");
                 have.push(vec![]);
-                present_files.push((i as u32, hex(&digest)));
+                present_files.push((i as u32, hex::encode(digest)));
                 incoming.push(Incoming {
                     place,
                     shown,
@@ -299,7 +299,12 @@ pub(super) fn prepare(
                     .and_then(|()| p.dir.rename(&fresh, &p.journal))
                     .map_err(p.io(&p.journal))?;
             }
-            have.push(hashes.iter().map(|(&o, h)| (o, hex(h))).collect::<Vec<_>>());
+            have.push(
+                hashes
+                    .iter()
+                    .map(|(&o, h)| (o, hex::encode(h)))
+                    .collect::<Vec<_>>(),
+            );
             let received = hashes
                 .keys()
                 .map(|&o| (size - o).min(u64::from(block_size)))

@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use super::super::beneath::DirHandle;
-use super::super::control::{unhex, ControlWriter, Msg};
+use super::super::control::{ControlWriter, Msg};
 use super::super::TransferError;
 use super::incoming::{Incoming, PART_MODE};
 use crate::clock::Clock;
@@ -148,7 +148,9 @@ impl Session {
                 changed,
                 replaced,
             })) => {
-                let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
+                let d = hex::decode(&digest)
+                    .ok()
+                    .and_then(|d| <[u8; 32]>::try_from(d).ok());
                 match (self.digests.get_mut(file as usize), d) {
                     (Some(slot @ None), Some(d)) => *slot = Some(d),
                     _ => {

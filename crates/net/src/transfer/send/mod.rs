@@ -15,7 +15,7 @@ use longhaul_proto::transfer::HEADER_LEN;
 use longhaul_proto::udt::UdtConnConfig;
 
 use super::channel::{DataChannel, Seal};
-use super::control::{unhex, ControlWriter, DirEntry, FileEntry, Msg, Side};
+use super::control::{ControlWriter, DirEntry, FileEntry, Msg, Side};
 use super::raw::open_session;
 use super::{TransferError, END_OF_CHANNEL};
 use crate::secure::{self};
@@ -244,14 +244,16 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 .map(|blocks| {
                     blocks
                         .into_iter()
-                        .map(|(o, h)| Some((o, unhex(&h)?.try_into().ok()?)))
+                        .map(|(o, h)| Some((o, hex::decode(&h).ok()?.try_into().ok()?)))
                         .collect::<Option<HashMap<u64, [u8; 32]>>>()
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| TransferError::Protocol("a bad block hash in Accept".into()))?;
             let mut whole = vec![None; files.len()];
             for (i, digest) in present {
-                let d = unhex(&digest).and_then(|d| <[u8; 32]>::try_from(d).ok());
+                let d = hex::decode(&digest)
+                    .ok()
+                    .and_then(|d| <[u8; 32]>::try_from(d).ok());
                 match (whole.get_mut(i as usize), d) {
                     (Some(slot), Some(d)) => *slot = Some(d),
                     _ => {

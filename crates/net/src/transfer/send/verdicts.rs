@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::super::control::{hex, ControlReader, ControlWriter, Msg};
+use super::super::control::{ControlReader, ControlWriter, Msg};
 use super::super::TransferError;
 use super::sched::{Digest, Shared};
 use super::source::read_block;
@@ -20,7 +20,7 @@ pub(super) fn send_digest(
         .expect("no panics hold it")
         .send(&Msg::Digest {
             file: file as u32,
-            digest: hex(&d.digest),
+            digest: hex::encode(d.digest),
             changed: d.changed,
             replaced: d.replaced,
         })

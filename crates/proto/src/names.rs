@@ -1,0 +1,168 @@
+//! The names users give congestion controls and profiles (scenario files, the
+//! command line, summaries), defined once, beside the types they name: each named
+//! type has `name()` and `FromStr`, and its list of names for error messages and
+//! command-line choices.
+
+use core::fmt;
+
+use crate::cc::{ArUdtConfig, CcAlgorithm, CubicConfig, SpwScope, UdtConfig, UdtProfile};
+use crate::udt::RateControl;
+
+/// A name that is not one of `expected`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownName {
+    /// What was given.
+    pub given: String,
+    /// The names there are.
+    pub expected: &'static [&'static str],
+}
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown `{}`: use ", self.given)?;
+        for (i, n) in self.expected.iter().enumerate() {
+            let sep = match i {
+                0 => "",
+                i if i + 1 == self.expected.len() => " or ",
+                _ => ", ",
+            };
+            write!(f, "{sep}\"{n}\"")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+fn unknown(given: &str, expected: &'static [&'static str]) -> UnknownName {
+    UnknownName {
+        given: given.to_string(),
+        expected,
+    }
+}
+
+impl CcAlgorithm {
+    /// The names of TCP's congestion controls (`"reno"` is read as NewReno too).
+    pub const NAMES: &'static [&'static str] = &["newreno", "cubic"];
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CcAlgorithm::NewReno(_) => "newreno",
+            CcAlgorithm::Cubic(_) => "cubic",
+        }
+    }
+}
+
+impl core::str::FromStr for CcAlgorithm {
+    type Err = UnknownName;
+    /// The algorithm of that name, with its default configuration.
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "newreno" | "reno" => Ok(CcAlgorithm::NewReno(Default::default())),
+            "cubic" => Ok(CcAlgorithm::Cubic(CubicConfig::default())),
+            _ => Err(unknown(s, Self::NAMES)),
+        }
+    }
+}
+
+impl RateControl {
+    /// The names of UDT's rate controls.
+    pub const NAMES: &'static [&'static str] = &["udt", "ar-udt"];
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RateControl::Udt(_) => "udt",
+            RateControl::ArUdt(..) => "ar-udt",
+        }
+    }
+
+    /// The configuration of UDT's control it holds (AR-UDT's included).
+    pub fn udt_config(&self) -> UdtConfig {
+        match *self {
+            RateControl::Udt(c) | RateControl::ArUdt(c, _) => c,
+        }
+    }
+
+    /// The rate control called `name`, UDT's configured with `udt` and AR-UDT's
+    /// extra terms with their defaults.
+    pub fn from_name(name: &str, udt: UdtConfig) -> Result<Self, UnknownName> {
+        match name {
+            "udt" => Ok(RateControl::Udt(udt)),
+            "ar-udt" => Ok(RateControl::ArUdt(udt, ArUdtConfig::default())),
+            _ => Err(unknown(name, Self::NAMES)),
+        }
+    }
+}
+
+impl UdtProfile {
+    /// The names of UDT's profiles.
+    pub const NAMES: &'static [&'static str] = &["udt4", "paper"];
+
+    /// Its name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UdtProfile::Udt4 => "udt4",
+            UdtProfile::Paper => "paper",
+        }
+    }
+}
+
+impl core::str::FromStr for UdtProfile {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "udt4" => Ok(UdtProfile::Udt4),
+            "paper" => Ok(UdtProfile::Paper),
+            _ => Err(unknown(s, Self::NAMES)),
+        }
+    }
+}
+
+impl SpwScope {
+    /// The names of AR-UDT's PktSPW scopes.
+    pub const NAMES: &'static [&'static str] = &["persistent", "syn"];
+}
+
+impl core::str::FromStr for SpwScope {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "persistent" => Ok(SpwScope::Persistent),
+            "syn" => Ok(SpwScope::Syn),
+            _ => Err(unknown(s, Self::NAMES)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every listed name reads back as a value whose name is itself, and an unknown
+    /// name's error lists them all.
+    #[test]
+    fn names_round_trip() {
+        for n in CcAlgorithm::NAMES {
+            assert_eq!(n.parse::<CcAlgorithm>().unwrap().name(), *n);
+        }
+        assert_eq!("reno".parse::<CcAlgorithm>().unwrap().name(), "newreno");
+        for n in RateControl::NAMES {
+            assert_eq!(
+                RateControl::from_name(n, UdtConfig::default())
+                    .unwrap()
+                    .name(),
+                *n
+            );
+        }
+        for n in UdtProfile::NAMES {
+            assert_eq!(n.parse::<UdtProfile>().unwrap().name(), *n);
+        }
+        for n in SpwScope::NAMES {
+            assert!(n.parse::<SpwScope>().is_ok());
+        }
+        let e = "vegas".parse::<CcAlgorithm>().unwrap_err().to_string();
+        assert_eq!(e, "unknown `vegas`: use \"newreno\" or \"cubic\"");
+    }
+}

@@ -18,13 +18,14 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use longhaul_emu::clock::Clock;
 use longhaul_emu::emulator::SERVER_ADDR;
-use longhaul_emu::stats::{jain, EmuReport};
+use longhaul_emu::stats::EmuReport;
 use longhaul_emu::{EmuConfig, Emulator, LossModel, Pair, QueueLimit};
+use longhaul_model::jain;
+use longhaul_model::units::{parse_queue, parse_rate, parse_time};
+use longhaul_model::QueueSpec;
 use longhaul_net::{UdtListener, UdtSocket};
 use longhaul_proto::udt::{RateControl, UdtConnConfig};
 use longhaul_sim::plot::{draw_scatter, draw_xy, Series};
-use longhaul_sim::topology::QueueSpec;
-use longhaul_sim::units::{parse_queue, parse_rate, parse_time};
 use serde::Serialize;
 
 use crate::Failure;
@@ -225,12 +226,7 @@ pub fn run(a: CompareArgs) -> Result<(), Failure> {
                         QueueSpec::Bdp(n) => {
                             QueueLimit::Bytes(((rate.bytes_in(rtt) as f64 * n) as u64).max(6000))
                         }
-                        QueueSpec::Limit(longhaul_sim::link::QueueLimit::Packets(n)) => {
-                            QueueLimit::Packets(n)
-                        }
-                        QueueSpec::Limit(longhaul_sim::link::QueueLimit::Bytes(b)) => {
-                            QueueLimit::Bytes(b)
-                        }
+                        QueueSpec::Limit(limit) => limit,
                     };
                     cfg.up.queue = limit;
                     cfg.down.queue = limit;

@@ -11,10 +11,10 @@ use clap::Args;
 use longhaul_emu::config::MTU_RANGE;
 use longhaul_emu::emulator::{CLIENT_ADDR, SERVER_ADDR};
 use longhaul_emu::stats::{DirReport, EmuReport};
-use longhaul_emu::trace::Trace;
 use longhaul_emu::{netns, EmuConfig, Emulator, LinkRate, LossModel, Pair, QueueLimit};
-use longhaul_sim::topology::QueueSpec;
-use longhaul_sim::units::{parse_queue, parse_rate, parse_time};
+use longhaul_model::trace::Trace;
+use longhaul_model::units::{parse_queue, parse_rate, parse_time};
+use longhaul_model::QueueSpec;
 
 use crate::Failure;
 
@@ -43,8 +43,9 @@ pub struct EmuArgs {
     /// Round-trip propagation delay (half each way), instead of --delay.
     #[arg(long)]
     rtt: Option<String>,
-    /// Random loss each way: a probability (Bernoulli) or `ge:P,R[,LOSS_GOOD,LOSS_BAD]`
-    /// (Gilbert-Elliott: P good->bad, R bad->good per packet; loss 0 and 1 by default).
+    /// Random loss each way: a probability (Bernoulli) or
+    /// `ge:P_GOOD_TO_BAD,P_BAD_TO_GOOD[,LOSS_GOOD,LOSS_BAD]` (Gilbert-Elliott, per
+    /// packet; loss 0 and 1 by default), the fields of a scenario's loss table.
     #[arg(long, default_value = "0")]
     loss: String,
     /// Random loss client to server, overriding --loss.
@@ -106,47 +107,7 @@ fn bad(flag: &str, msg: impl std::fmt::Display) -> Failure {
 }
 
 fn parse_loss(flag: &str, s: &str) -> Result<LossModel, Failure> {
-    let m = if let Some(rest) = s.strip_prefix("ge:") {
-        let v: Vec<f64> = rest
-            .split(',')
-            .map(|x| x.trim().parse::<f64>())
-            .collect::<Result<_, _>>()
-            .map_err(|_| {
-                bad(
-                    flag,
-                    format!("`{s}`: write ge:P,R or ge:P,R,LOSS_GOOD,LOSS_BAD with numbers"),
-                )
-            })?;
-        match v[..] {
-            [p, r] => LossModel::GilbertElliott {
-                p,
-                r,
-                loss_good: 0.0,
-                loss_bad: 1.0,
-            },
-            [p, r, loss_good, loss_bad] => LossModel::GilbertElliott {
-                p,
-                r,
-                loss_good,
-                loss_bad,
-            },
-            _ => return Err(bad(flag, format!("`{s}`: ge: takes 2 or 4 numbers"))),
-        }
-    } else {
-        let p: f64 = s.trim().parse().map_err(|_| {
-            bad(
-                flag,
-                format!("`{s}` is not a probability (e.g. 1e-4) or ge:P,R"),
-            )
-        })?;
-        if p == 0.0 {
-            LossModel::None
-        } else {
-            LossModel::Bernoulli { p }
-        }
-    };
-    m.validate().map_err(|e| bad(flag, e))?;
-    Ok(m)
+    LossModel::parse(s).map_err(|e| bad(flag, e))
 }
 
 fn parse_trace(flag: &str, path: &Path) -> Result<LinkRate, Failure> {
@@ -201,8 +162,7 @@ fn config(a: &EmuArgs) -> Result<EmuConfig, Failure> {
                 // Never less than a few full packets, so a short path still works.
                 QueueLimit::Bytes((bdp as u64).max(4 * u64::from(a.mtu)))
             }
-            QueueSpec::Limit(longhaul_sim::link::QueueLimit::Packets(n)) => QueueLimit::Packets(n),
-            QueueSpec::Limit(longhaul_sim::link::QueueLimit::Bytes(b)) => QueueLimit::Bytes(b),
+            QueueSpec::Limit(limit) => limit,
         };
     }
     cfg.validate().map_err(|e| Failure::input(anyhow!(e)))?;

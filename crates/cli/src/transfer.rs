@@ -308,7 +308,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
                     "--synthetic sends a generated file: give only HOST[:PORT], no paths"
                 )))
             }
-            Some(z) => Some(longhaul_sim::units::parse_size(z).map_err(|e| {
+            Some(z) => Some(longhaul_model::units::parse_size(z).map_err(|e| {
                 Failure::input(anyhow::anyhow!("--synthetic `{z}`: {e} (e.g. 10GiB)"))
             })?),
         };
@@ -325,7 +325,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         };
         return Err(Failure::input(anyhow::anyhow!("{}: {why}", p.display())));
     }
-    let block_size = longhaul_sim::units::parse_size(&a.block_size)
+    let block_size = longhaul_model::units::parse_size(&a.block_size)
         .ok()
         .filter(|b| (1..=256 << 20).contains(b))
         .ok_or_else(|| {
@@ -357,7 +357,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             )))
         }
         Some(r) => {
-            let total = longhaul_sim::units::parse_rate(r)
+            let total = longhaul_model::units::parse_rate(r)
                 .map_err(|e| Failure::input(anyhow::anyhow!("--rate-limit: {e}")))?;
             Some((total.as_bps() / u64::from(total_channels)).max(1))
         }
@@ -632,7 +632,7 @@ fn data_ports(s: &str) -> Result<std::ops::RangeInclusive<u16>, Failure> {
 
 /// `--memory-cap`: a size of at least 1 MiB.
 fn memory_cap(s: &str) -> Result<u64, Failure> {
-    longhaul_sim::units::parse_size(s)
+    longhaul_model::units::parse_size(s)
         .ok()
         .filter(|&b| b >= 1 << 20)
         .ok_or_else(|| {

@@ -29,10 +29,10 @@ use nix::sys::time::TimeSpec;
 use crate::clock::Clock;
 use crate::config::EmuConfig;
 use crate::gso::{self, SegInfo, MAX_SUPER, VNET_HDR_LEN};
-use crate::link::{Direction, Verdict};
 use crate::netns::{unique_name, Netns, NetnsError};
 use crate::stats::{lateness_histogram, DirReport, DirStats, EmuReport, FlowId, Health};
 use crate::tun::Tun;
+use longhaul_model::fifo::{Direction, Verdict};
 
 /// Packets read from one TUN per turn of the loop, so one busy direction cannot
 /// starve the other or delay due writes.

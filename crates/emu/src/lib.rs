@@ -12,9 +12,11 @@
 //!  app <- lh0 (TUN) <- delay <- link rate <- DropTail queue <- loss <- lh0 (TUN) <- app
 //! ```
 //!
-//! - [`link`] is the sans-IO model of one direction: given a packet's length and
-//!   arrival time it decides loss or overflow, or returns the nanosecond at which the
-//!   packet leaves the far end. It reads no clock and is tested on virtual time.
+//! - The model of one direction is `longhaul_model::fifo` (shared with the
+//!   simulator, with the loss models, queue limits and link traces): given a
+//!   packet's length and arrival time it decides loss or overflow, or returns the
+//!   nanosecond at which the packet leaves the far end. It reads no clock and is
+//!   tested on virtual time.
 //! - [`netns`] makes the namespaces and runs commands (or threads) inside them;
 //!   [`tun`] makes the TUN devices, whose file descriptors the emulator holds.
 //! - [`emulator`] is the real-time loop: it reads packets from both TUNs, asks the
@@ -35,11 +37,8 @@ pub mod clock;
 pub mod config;
 pub mod emulator;
 pub mod gso;
-pub mod link;
-pub mod loss;
 pub mod netns;
 pub mod stats;
-pub mod trace;
 pub mod tun;
 
 pub use config::{DirectionConfig, EmuConfig, LinkRate, LossModel, QueueLimit};

@@ -318,13 +318,6 @@ pub struct DirReport {
     pub series_bps: Vec<f64>,
 }
 
-/// Jain's index (Σx)² / (n·Σx²) of `xs`; `None` when empty or all zero.
-pub fn jain(xs: &[f64]) -> Option<f64> {
-    let sum: f64 = xs.iter().sum();
-    let sq: f64 = xs.iter().map(|x| x * x).sum();
-    (sq > 0.0).then(|| sum * sum / (xs.len() as f64 * sq))
-}
-
 impl DirReport {
     /// Builds a direction's report from its configuration, statistics and peak queue.
     pub fn new(
@@ -385,7 +378,7 @@ impl DirReport {
             utilisation,
             throughput_bps: t.throughput_bps(),
             owd_ms: DelayMs::of(t),
-            jain: jain(&big),
+            jain: longhaul_model::jain(&big),
             flows,
             series_bps: series(t),
         }
@@ -550,12 +543,5 @@ mod tests {
         assert!((c.throughput_bps() - 80_000.0).abs() < 1e-6);
         assert_eq!(st.total.arrived, (3, 1503));
         assert_eq!(st.flows[1].1.lost, 1);
-    }
-
-    #[test]
-    fn jain_index() {
-        assert_eq!(jain(&[1.0, 1.0, 1.0]), Some(1.0));
-        assert_eq!(jain(&[1.0, 0.0]), Some(0.5));
-        assert_eq!(jain(&[]), None);
     }
 }

@@ -4,7 +4,6 @@ use longhaul_proto::sctp::{SctpAssociation, SctpConfig};
 use longhaul_proto::tcp::{TcpConfig, TcpConnection};
 use longhaul_proto::udt::{UdtConnConfig, UdtConnection};
 use longhaul_proto::{Bandwidth, Duration, Instant};
-use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// The SCTP study's workload: `count` files of `size` bytes, sent round robin one
@@ -211,10 +210,8 @@ pub(crate) struct UdpFlow {
 impl UdpFlow {
     pub fn new(spec: UdpFlowSpec, seed: u64, index: u64) -> Self {
         let mean_gap = Duration::from_nanos(spec.rate.tx_time_nanos(u64::from(spec.packet_size)));
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7564_7000);
-        for _ in 0..=index {
-            rng.long_jump();
-        }
+        // "udp\0" in ASCII: the UDP sources' salt.
+        let rng = longhaul_model::rng::long_stream(seed, 0x7564_7000, index);
         UdpFlow {
             spec,
             rng,

@@ -45,7 +45,6 @@ pub mod app;
 pub mod basestation;
 pub mod diffserv;
 pub mod link;
-pub mod loss;
 pub mod metrics;
 pub mod output;
 pub mod packet;
@@ -60,7 +59,6 @@ pub mod simulation;
 pub mod snoop;
 pub mod sweep;
 pub mod topology;
-pub mod units;
 
 use std::path::{Path, PathBuf};
 

@@ -35,18 +35,11 @@
 use longhaul_proto::{Bandwidth, Duration, Instant};
 
 use crate::diffserv::sched::{Admit, ClassConfig, LlqConfig, Scheduler};
-use crate::loss::{LossModel, LossProcess};
 use crate::packet::PacketId;
 use crate::ring::Ring;
+use longhaul_model::loss::{LossModel, LossProcess};
 
-/// How the DropTail queue is limited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueLimit {
-    /// At most this many packets in the queue (including the one being sent).
-    Packets(u32),
-    /// At most this many bytes in the queue (including the one being sent).
-    Bytes(u64),
-}
+pub use longhaul_model::QueueLimit;
 
 /// Static parameters of one link direction.
 #[derive(Debug, Clone, PartialEq)]
@@ -571,6 +564,69 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The simulator's link and the shared FIFO model (`longhaul_model::fifo`, which
+    /// the emulator runs) are one model: offered the same packets at the same times,
+    /// with the same loss stream, they deliver each at the same nanosecond and drop
+    /// the same ones, for either kind of queue limit.
+    #[test]
+    fn the_simulators_link_is_the_shared_fifo_model() {
+        use longhaul_model::fifo::{Direction, DirectionConfig, LinkRate, Verdict};
+        use rand::{Rng, SeedableRng};
+        for limit in [QueueLimit::Packets(8), QueueLimit::Bytes(9_000)] {
+            let rate = Bandwidth::from_mbps(100);
+            let delay = Duration::from_micros(2_500);
+            let loss = LossModel::Bernoulli { p: 0.02 };
+            let params = LinkParams {
+                name: "l".into(),
+                rate,
+                delay,
+                limit,
+                loss,
+                egress: None,
+                wireless: false,
+            };
+            let mut sim = Link::new(params, 0, 1, 42, 0);
+            sim.set_cut_through();
+            let mut model = Direction::new(
+                &DirectionConfig {
+                    rate: LinkRate::Constant(rate),
+                    delay,
+                    loss,
+                    queue: limit,
+                },
+                42,
+            );
+            // Bursts that overflow the queue, with gaps that let it drain.
+            let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(7);
+            let mut at = 0u64;
+            let (mut delivered, mut lost, mut overflowed) = (0, 0, 0);
+            for i in 0..20_000u32 {
+                at += if rng.gen_bool(0.1) {
+                    rng.gen_range(0..2_000_000)
+                } else {
+                    rng.gen_range(0..60_000)
+                };
+                let size = rng.gen_range(40..=1500u32);
+                let now = Instant::from_nanos(at);
+                let ours = sim.enqueue_through(now, now, i, size);
+                match (ours, model.handle_arrival(now, size as usize)) {
+                    (Ok(a), Verdict::Deliver(b)) => {
+                        assert_eq!(a, b, "packet {i} ({limit:?})");
+                        delivered += 1;
+                    }
+                    (Err(Enqueued::Lost), Verdict::Lost) => lost += 1,
+                    (Err(Enqueued::Overflow), Verdict::Overflow) => overflowed += 1,
+                    (a, b) => panic!("packet {i} ({limit:?}): simulator {a:?}, model {b:?}"),
+                }
+            }
+            // Every fate was exercised.
+            assert!(
+                delivered > 10_000 && lost > 100 && overflowed > 100,
+                "{delivered} {lost} {overflowed}"
+            );
+        }
+    }
 
     fn link(limit: QueueLimit) -> Link {
         let params = LinkParams {

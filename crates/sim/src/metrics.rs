@@ -259,7 +259,8 @@ impl Summary {
             events,
             peak_packets,
             unroutable_pkts,
-            jain_index: jain_index(&x),
+            // Undefined for no flows or nothing delivered: nobody was treated unfairly.
+            jain_index: longhaul_model::jain(&x).unwrap_or(1.0),
             flows,
             links,
             ingress: vec![],
@@ -271,18 +272,6 @@ impl Summary {
     /// The link direction called `name`.
     pub fn link(&self, name: &str) -> Option<&LinkSummary> {
         self.links.iter().find(|l| l.name == name)
-    }
-}
-
-/// Jain's fairness index `(sum x)^2 / (n * sum x^2)`: 1 when all are equal, 1/n when
-/// one takes everything. 1 for an empty or all-zero set.
-pub fn jain_index(x: &[f64]) -> f64 {
-    let sum: f64 = x.iter().sum();
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    if sq == 0.0 {
-        1.0
-    } else {
-        sum * sum / (x.len() as f64 * sq)
     }
 }
 
@@ -356,16 +345,4 @@ pub struct RunResult {
     pub trace: Vec<TraceRow>,
     /// Adaptive Snoop's decisions (empty without adaptive base stations).
     pub decisions: Vec<crate::basestation::Decision>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jain_bounds() {
-        assert_eq!(jain_index(&[5.0, 5.0, 5.0]), 1.0);
-        assert!((jain_index(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12);
-        assert_eq!(jain_index(&[]), 1.0);
-    }
 }

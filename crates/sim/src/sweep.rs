@@ -498,7 +498,7 @@ fn load_report(
     }
     let warmup_s = match &r.warmup {
         None => 0.0,
-        Some(w) => crate::units::parse_time(w)
+        Some(w) => longhaul_model::units::parse_time(w)
             .map_err(|m| err("report.warmup".into(), m))?
             .as_secs_f64(),
     };

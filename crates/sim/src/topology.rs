@@ -16,7 +16,7 @@ use longhaul_wire::Ipv4Address;
 use crate::basestation::BaseStationSpec;
 use crate::diffserv::policy::RuleSpec;
 use crate::link::{EgressSpec, LinkParams, QueueLimit};
-use crate::loss::LossModel;
+use longhaul_model::loss::LossModel;
 
 /// Whether a node ends flows or only forwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,14 +36,7 @@ pub struct Node {
     pub kind: NodeKind,
 }
 
-/// The queue limit of a link as written: fixed, or in bandwidth-delay products.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum QueueSpec {
-    /// A fixed limit.
-    Limit(QueueLimit),
-    /// `f` times the link's rate times the path's base RTT, in bytes.
-    Bdp(f64),
-}
+pub use longhaul_model::QueueSpec;
 
 /// One bidirectional link as written in a scenario.
 #[derive(Debug, Clone, PartialEq)]

@@ -36,7 +36,7 @@ fn the_reference_scenario_loads() {
     // 1 BDP of a 1 Gb/s, 100 ms path.
     assert_eq!(
         s.topology.link("link1").map(|l| l.limit),
-        Some(longhaul_sim::link::QueueLimit::Bytes(12_500_000))
+        Some(longhaul_model::QueueLimit::Bytes(12_500_000))
     );
 }
 

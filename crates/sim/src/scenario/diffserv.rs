@@ -6,7 +6,7 @@ use crate::diffserv::policy::{Action, Match, MeterSpec, PreColors, RuleSpec};
 use crate::diffserv::sched::{ClassConfig, LlqConfig};
 use crate::link::EgressSpec;
 use crate::topology::{node_addr, Topology};
-use crate::units::{parse_rate, parse_size};
+use longhaul_model::units::{parse_rate, parse_size};
 
 use super::schema::{ActionFile, EgressFile, IngressFile, MeterFile};
 use super::{Loader, ScenarioError};

@@ -4,7 +4,7 @@
 
 use crate::app::{Arrivals, Files, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
 use crate::topology::{NodeKind, Topology};
-use crate::units::{parse_rate, parse_size};
+use longhaul_model::units::{parse_rate, parse_size};
 use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
 use longhaul_proto::cc::{Avoidance, CcAlgorithm};
 use longhaul_proto::rtt::RtoConfig;

@@ -45,7 +45,7 @@ use crate::app::{FlowSpec, TransferSpec};
 use crate::simulation::RunConfig;
 use crate::topology::{LinkSpec, Topology, MAX_NODES};
 
-use crate::units::{parse_rate, parse_size};
+use longhaul_model::units::{parse_rate, parse_size};
 
 mod diffserv;
 mod document;

@@ -3,9 +3,9 @@
 //! into [`LinkSpec`]s; times and probabilities with the
 //! key named when refused.
 
-use crate::loss::LossModel;
 use crate::topology::{LinkSpec, QueueSpec};
-use crate::units::{parse_queue, parse_rate, parse_time};
+use longhaul_model::loss::LossModel;
+use longhaul_model::units::{parse_queue, parse_rate, parse_time};
 use longhaul_proto::Duration;
 
 use super::schema::{LinkFile, LossFile, LossTable};

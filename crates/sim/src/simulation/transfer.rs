@@ -766,7 +766,7 @@ impl Simulation {
                         .map(|c| c.saturating_duration_since(s.start).as_secs_f64()),
                     throughput_mbps: mbps(written),
                     channel_goodput_mbps: per_channel.clone(),
-                    jain_index: crate::metrics::jain_index(&per_channel),
+                    jain_index: longhaul_model::jain(&per_channel).unwrap_or(1.0),
                     peak_held_bytes: x.reasm.peak_held_bytes(),
                     verified_bytes: s.content.then_some(x.verified),
                     mismatched_bytes: s.content.then_some(x.mismatched),

@@ -1,5 +1,8 @@
-//! One direction of the emulated link, sans-IO: loss, then a DropTail queue, then a
-//! link of constant rate (or a mahimahi trace), then a propagation delay.
+//! One direction of a link as a FIFO, sans-IO: loss, then a DropTail queue, then a
+//! serialiser of constant rate (or a mahimahi trace), then a propagation delay. The
+//! emulator runs it in real time; the simulator's links (`longhaul-sim`, event
+//! driven, with cut-through) implement the same model, and a test there holds the
+//! two to the same departures and drops.
 //!
 //! The link is FIFO and the delay constant, so a packet's whole future is known the
 //! moment it arrives: [`Direction::handle_arrival`] returns the nanosecond at which
@@ -9,11 +12,42 @@
 
 use std::collections::VecDeque;
 
-use longhaul_proto::Instant;
+use longhaul_proto::{Bandwidth, Duration, Instant};
 
-use crate::config::{DirectionConfig, LinkRate, QueueLimit};
-use crate::loss::Loss;
 use crate::trace::{Trace, OPPORTUNITY_BYTES};
+use crate::{LossModel, LossProcess, QueueLimit};
+
+/// How fast the bottleneck serialises packets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LinkRate {
+    /// A constant rate.
+    Constant(Bandwidth),
+    /// A mahimahi trace: 1500-byte delivery opportunities at given milliseconds.
+    Trace(Trace),
+}
+
+impl LinkRate {
+    /// The long-run rate: the constant, or the trace's mean.
+    pub fn mean(&self) -> Bandwidth {
+        match self {
+            LinkRate::Constant(b) => *b,
+            LinkRate::Trace(t) => t.mean_rate(),
+        }
+    }
+}
+
+/// One direction of the link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectionConfig {
+    /// Serialisation rate or trace.
+    pub rate: LinkRate,
+    /// One-way propagation delay, added after serialisation.
+    pub delay: Duration,
+    /// Random loss, applied on arrival.
+    pub loss: LossModel,
+    /// DropTail limit.
+    pub queue: QueueLimit,
+}
 
 /// What happens to an arriving packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +64,7 @@ pub enum Verdict {
 #[derive(Debug, Clone)]
 enum Server {
     Constant {
-        rate: longhaul_proto::Bandwidth,
+        rate: Bandwidth,
         /// When the last accepted packet finishes serialisation, ns.
         free_at: u64,
     },
@@ -47,7 +81,7 @@ enum Server {
 pub struct Direction {
     delay_ns: u64,
     queue: QueueLimit,
-    loss: Loss,
+    loss: LossProcess,
     server: Server,
     /// Serialisation end times and lengths of the packets still in the queue.
     backlog: VecDeque<(u64, u32)>,
@@ -73,7 +107,7 @@ impl Direction {
         Direction {
             delay_ns: cfg.delay.as_nanos() as u64,
             queue: cfg.queue,
-            loss: Loss::new(cfg.loss, seed),
+            loss: LossProcess::new(cfg.loss, seed, 0),
             server,
             backlog: VecDeque::new(),
             backlog_bytes: 0,
@@ -99,7 +133,7 @@ impl Direction {
 
     /// A packet of `len` bytes (IP length) arrives at `now`.
     pub fn handle_arrival(&mut self, now: Instant, len: usize) -> Verdict {
-        if self.loss.drop_next() {
+        if self.loss.lose() {
             return Verdict::Lost;
         }
         let now = now.as_nanos();
@@ -155,8 +189,6 @@ impl Direction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::LossModel;
-    use longhaul_proto::{Bandwidth, Duration};
 
     fn dir(rate_mbps: u64, delay_ms: u64, queue: QueueLimit) -> DirectionConfig {
         DirectionConfig {

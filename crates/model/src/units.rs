@@ -1,10 +1,9 @@
-//! Quantities as scenario files write them: `"1Gbps"`, `"50ms"`, `"64MiB"`,
-//! `"1bdp"`. Each parser says what it expected when it fails.
+//! Quantities as scenario files and command lines write them: `"1Gbps"`, `"50ms"`,
+//! `"64MiB"`, `"1bdp"`. Each parser says what it expected when it fails.
 
 use longhaul_proto::{Bandwidth, Duration};
 
-use crate::link::QueueLimit;
-use crate::topology::QueueSpec;
+use crate::queue::{QueueLimit, QueueSpec};
 
 /// Splits `"12.5ms"` into `(12.5, "ms", true)`: the longest prefix that parses as a
 /// number, and the rest. The flag is false when there is no number.

@@ -6,6 +6,8 @@
 use core::fmt;
 
 use crate::cc::{ArUdtConfig, CcAlgorithm, CubicConfig, SpwScope, UdtConfig, UdtProfile};
+use crate::sctp::SctpConfig;
+use crate::tcp::TcpConfig;
 use crate::udt::RateControl;
 
 /// A name that is not one of `expected`.
@@ -136,6 +138,35 @@ impl core::str::FromStr for SpwScope {
     }
 }
 
+impl TcpConfig {
+    /// The names of the TCP profiles.
+    pub const PROFILES: &'static [&'static str] = &["default", "linux-2.6.15"];
+
+    /// The profile called `name`.
+    pub fn profile(name: &str) -> Result<Self, UnknownName> {
+        match name {
+            "default" => Ok(TcpConfig::default()),
+            "linux-2.6.15" => Ok(TcpConfig::linux_2_6_15()),
+            _ => Err(unknown(name, Self::PROFILES)),
+        }
+    }
+}
+
+impl SctpConfig {
+    /// The names of the SCTP profiles: RFC 9260 as written, and the SCTP study's
+    /// stack (lksctp in Linux 2.6.15: RFC 4960 with RFC 4460's errata).
+    pub const PROFILES: &'static [&'static str] = &["rfc9260", "linux-2.6.15"];
+
+    /// The profile called `name`.
+    pub fn profile(name: &str) -> Result<Self, UnknownName> {
+        match name {
+            "rfc9260" => Ok(SctpConfig::RFC9260),
+            "linux-2.6.15" => Ok(SctpConfig::LINUX_2_6_15),
+            _ => Err(unknown(name, Self::PROFILES)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +192,16 @@ mod tests {
         }
         for n in SpwScope::NAMES {
             assert!(n.parse::<SpwScope>().is_ok());
+        }
+        for n in TcpConfig::PROFILES {
+            assert!(TcpConfig::profile(n).is_ok());
+        }
+        assert_eq!(
+            TcpConfig::profile("linux-2.6.15").unwrap(),
+            TcpConfig::linux_2_6_15()
+        );
+        for n in SctpConfig::PROFILES {
+            assert!(SctpConfig::profile(n).is_ok());
         }
         let e = "vegas".parse::<CcAlgorithm>().unwrap_err().to_string();
         assert_eq!(e, "unknown `vegas`: use \"newreno\" or \"cubic\"");

@@ -52,16 +52,8 @@ impl Loader<'_> {
         to: usize,
         start: Instant,
     ) -> Result<TcpFlowSpec, ScenarioError> {
-        let mut c = match t.profile.as_deref() {
-            None | Some("default") => TcpConfig::default(),
-            Some("linux-2.6.15") => TcpConfig::linux_2_6_15(),
-            Some(o) => {
-                return Err(self.err(
-                    format!("{key}.profile"),
-                    format!("unknown `{o}`: use \"default\" or \"linux-2.6.15\""),
-                ))
-            }
-        };
+        let mut c = TcpConfig::profile(t.profile.as_deref().unwrap_or("default"))
+            .map_err(|e| self.err(format!("{key}.profile"), format!("{e}")))?;
         if let Some(cc) = &t.cc {
             c.cc = cc
                 .parse()
@@ -224,16 +216,15 @@ impl Loader<'_> {
         start: Instant,
     ) -> Result<SctpFlowSpec, ScenarioError> {
         let k = |f: &str| format!("{key}.{f}");
-        let mut c = match u.profile.as_deref() {
-            None | Some("rfc9260") => SctpConfig::RFC9260,
-            Some("linux-2.6.15") => SctpConfig::LINUX_2_6_15,
-            Some(o) => {
-                return Err(self.err(
+        let mut c =
+            SctpConfig::profile(u.profile.as_deref().unwrap_or("rfc9260")).map_err(|e| {
+                self.err(
                     k("profile"),
-                    format!("unknown `{o}`: use \"rfc9260\" or \"linux-2.6.15\" (RFC 4960 + RFC 4460, the SCTP study's stack)"),
-                ))
-            }
-        };
+                    format!(
+                        "{e} (\"linux-2.6.15\" is RFC 4960 + RFC 4460, the SCTP study's stack)"
+                    ),
+                )
+            })?;
         if let Some(m) = u.mtu {
             if !(576..=65535).contains(&m) {
                 return Err(self.err(k("mtu"), "must be from 576 to 65535 bytes"));

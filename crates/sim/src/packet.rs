@@ -123,6 +123,7 @@ impl PacketPool {
     /// write a header into it, and only if the engine had something to send does the
     /// caller [`stamp`](Packet::stamp) it and [`take_peeked`](Self::take_peeked) it.
     /// (A bulk sender asks once more than it sends.)
+    #[inline(always)]
     pub fn peek_free(&mut self) -> &mut Packet {
         if self.free.is_empty() {
             self.free.push(self.slots.len() as PacketId);

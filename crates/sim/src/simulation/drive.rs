@@ -18,6 +18,32 @@ use crate::packet::PacketId;
 use crate::scheduler::Event;
 use crate::topology::node_addr;
 
+/// Writes the IPv4 and UDP headers in front of a UDP engine's datagram of
+/// `wire_len` bytes, from `node` to `dst` between `ports` (source, destination).
+#[inline(always)]
+fn udp_headers(buf: &mut [u8], node: usize, dst: usize, ports: [u16; 2], wire_len: usize) {
+    let ip = Ipv4Repr {
+        src_addr: node_addr(node),
+        dst_addr: node_addr(dst),
+        protocol: IpProtocol::Udp,
+        payload_len: udp::HEADER_LEN + wire_len,
+        ttl: 64,
+        dscp: 0,
+    };
+    ip.emit(buf, Checksum::None);
+    UdpRepr {
+        src_port: ports[0],
+        dst_port: ports[1],
+        payload_len: wire_len,
+    }
+    .emit(
+        &mut buf[20..IP_UDP],
+        ip.src_addr,
+        ip.dst_addr,
+        Checksum::None,
+    );
+}
+
 /// Where an engine's datagram starts in an IPv4 packet.
 const fn layer_offset(layer: Layer) -> usize {
     match layer {
@@ -166,57 +192,44 @@ impl Simulation {
             Bytes::Whole => true,
             Bytes::PerFlow => self.content_flow[f],
         };
+        let ports = [E::PORTS[side] + f as u16, E::PORTS[1 - side] + f as u16];
         loop {
-            let r = E::record(&mut self.flows[f]).expect("same flow");
-            // Packets with bytes are built whole in scratch space, then copied into
-            // a slot; others are written in the slot that will be taken next (a
-            // slot is taken only for a datagram, so the pool grows only for them).
-            let buf = if whole {
-                &mut self.datagram[..]
-            } else {
-                &mut self.pool.peek_free().hdr[..]
+            let Some(r) = E::record(&mut self.flows[f]) else {
+                unreachable!("flow {f} is of this engine")
             };
-            let Some(tx) = E::ends(r)[side].poll_transmit(now, &mut buf[off..]) else {
-                break;
-            };
-            if E::LAYER == Layer::Udp {
-                let ip = Ipv4Repr {
-                    src_addr: node_addr(node),
-                    dst_addr: node_addr(dst),
-                    protocol: IpProtocol::Udp,
-                    payload_len: udp::HEADER_LEN + tx.wire_len,
-                    ttl: 64,
-                    dscp: 0,
+            let end = &mut E::ends(r)[side];
+            let (id, more) = if whole {
+                // Packets with bytes are built whole in scratch space, then copied
+                // into a slot.
+                let buf = &mut self.datagram[..];
+                let Some(tx) = end.poll_transmit(now, &mut buf[off..]) else {
+                    break;
                 };
-                ip.emit(buf, Checksum::None);
-                let port = |end: usize| E::PORTS[end] + f as u16;
-                UdpRepr {
-                    src_port: port(side),
-                    dst_port: port(1 - side),
-                    payload_len: tx.wire_len,
-                }
-                .emit(
-                    &mut buf[20..IP_UDP],
-                    ip.src_addr,
-                    ip.dst_addr,
-                    Checksum::None,
-                );
-            }
-            let id = if whole {
                 debug_assert_eq!(
                     tx.written, tx.wire_len,
                     "{f}: bytes elided from a whole packet"
                 );
+                if E::LAYER == Layer::Udp {
+                    udp_headers(buf, node, dst, ports, tx.wire_len);
+                }
                 let id = self.pool.alloc(now);
                 self.pool.set_whole(id, &self.datagram[..off + tx.written]);
-                id
+                (id, tx.more)
             } else {
+                // Others are written in the slot that will be taken next: a slot is
+                // taken only for a datagram, so the pool grows only for them.
                 let slot = self.pool.peek_free();
+                let Some(tx) = end.poll_transmit(now, &mut slot.hdr[off..]) else {
+                    break;
+                };
+                if E::LAYER == Layer::Udp {
+                    udp_headers(&mut slot.hdr, node, dst, ports, tx.wire_len);
+                }
                 slot.stamp(now, (off + tx.written) as u8, tx.elided() as u32);
-                self.pool.take_peeked()
+                (self.pool.take_peeked(), tx.more)
             };
             self.forward(now, node, dst, id);
-            if !tx.more {
+            if !more {
                 break; // the engine's word that a poll now would find nothing
             }
         }

@@ -1,4 +1,4 @@
-//! The names users give congestion controls and profiles (scenario files, the
+//! The names users give protocols, congestion controls and profiles (scenario files, the
 //! command line, summaries), defined once, beside the types they name: each named
 //! type has `name()` and `FromStr`, and its list of names for error messages and
 //! command-line choices.
@@ -40,6 +40,47 @@ fn unknown(given: &str, expected: &'static [&'static str]) -> UnknownName {
     UnknownName {
         given: given.to_string(),
         expected,
+    }
+}
+
+/// The transport protocols a flow, a transfer's channels or a summary names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// TCP (this crate's engine in the simulator, the kernel's in real transfers).
+    Tcp,
+    /// Plain UDP datagrams (the simulator's constant-rate and Poisson sources).
+    Udp,
+    /// UDT over UDP.
+    Udt,
+    /// SCTP.
+    Sctp,
+}
+
+impl Protocol {
+    /// Every protocol's name.
+    pub const NAMES: &'static [&'static str] = &["tcp", "udp", "udt", "sctp"];
+
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Udt => "udt",
+            Protocol::Sctp => "sctp",
+        }
+    }
+}
+
+impl core::str::FromStr for Protocol {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "tcp" => Ok(Protocol::Tcp),
+            "udp" => Ok(Protocol::Udp),
+            "udt" => Ok(Protocol::Udt),
+            "sctp" => Ok(Protocol::Sctp),
+            _ => Err(unknown(s, Self::NAMES)),
+        }
     }
 }
 
@@ -192,6 +233,9 @@ mod tests {
         }
         for n in SpwScope::NAMES {
             assert!(n.parse::<SpwScope>().is_ok());
+        }
+        for n in Protocol::NAMES {
+            assert_eq!(n.parse::<Protocol>().unwrap().name(), *n);
         }
         for n in TcpConfig::PROFILES {
             assert!(TcpConfig::profile(n).is_ok());

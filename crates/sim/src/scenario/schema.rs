@@ -4,6 +4,7 @@
 //! the wrong type, which serde cannot give for tagged tables (`[[flow]]` by
 //! `protocol`, `[topology]` by `kind`).
 
+use longhaul_proto::names::Protocol;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -19,11 +20,16 @@ pub(super) fn locate(doc: &toml::Value) -> Option<(String, String)> {
         let mut t = table.as_table()?.clone();
         let kind = t.remove(tag)?;
         let t = toml::Value::Table(t);
-        match (tag, kind.as_str()?) {
-            ("protocol", "tcp") => first_error::<TcpFlowFile>(t),
-            ("protocol", "udp") => first_error::<UdpFlowFile>(t),
-            ("protocol", "udt") => first_error::<UdtFlowFile>(t),
-            ("protocol", "sctp") => first_error::<SctpFlowFile>(t),
+        let kind = kind.as_str()?;
+        if tag == "protocol" {
+            return match kind.parse().ok()? {
+                Protocol::Tcp => first_error::<TcpFlowFile>(t),
+                Protocol::Udp => first_error::<UdpFlowFile>(t),
+                Protocol::Udt => first_error::<UdtFlowFile>(t),
+                Protocol::Sctp => first_error::<SctpFlowFile>(t),
+            };
+        }
+        match (tag, kind) {
             ("kind", "chain") => first_error::<ChainFile>(t),
             ("kind", "dumbbell") => first_error::<DumbbellFile>(t),
             _ => None,

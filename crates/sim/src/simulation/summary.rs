@@ -8,6 +8,7 @@ use crate::metrics::{
 };
 use crate::snoop::SnoopStats;
 use crate::topology::Topology;
+use longhaul_proto::names::Protocol;
 use longhaul_proto::Instant;
 
 use super::{RunError, Simulation};
@@ -173,7 +174,7 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
     let (start, stop) = match f {
         Flow::Tcp(t) => {
             let c = &t.ends[0];
-            s.protocol = "tcp".into();
+            s.protocol = Protocol::Tcp.name().into();
             s.from = topo.nodes[t.spec.from].name.clone();
             s.to = topo.nodes[t.spec.to].name.clone();
             s.cc = Some(t.spec.config.cc.name().into());
@@ -197,7 +198,7 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
         Flow::Sctp(a) => {
             let c = &a.ends[0];
             let st = c.stats();
-            s.protocol = "sctp".into();
+            s.protocol = Protocol::Sctp.name().into();
             s.from = topo.nodes[a.spec.from].name.clone();
             s.to = topo.nodes[a.spec.to].name.clone();
             s.cc = Some(match a.spec.config.cc {
@@ -219,7 +220,7 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
             (a.spec.start, a.completed_at.unwrap_or(end))
         }
         Flow::Udp(u) => {
-            s.protocol = "udp".into();
+            s.protocol = Protocol::Udp.name().into();
             s.from = topo.nodes[u.spec.from].name.clone();
             s.to = topo.nodes[u.spec.to].name.clone();
             s.sent_pkts = Some(u.sent_pkts);
@@ -235,7 +236,7 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
         Flow::Udt(u) => {
             let c = &u.ends[0];
             let st = c.stats();
-            s.protocol = "udt".into();
+            s.protocol = Protocol::Udt.name().into();
             s.from = topo.nodes[u.spec.from].name.clone();
             s.to = topo.nodes[u.spec.to].name.clone();
             s.cc = Some(u.spec.config.rate_control.name().into());

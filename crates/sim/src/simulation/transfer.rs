@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use longhaul_proto::names::Protocol;
 use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::transfer::{BlockRepr, Deframer, FileBlocks, Reassembler, HEADER_LEN};
 use longhaul_proto::udt::UdtConnection;
@@ -749,8 +750,8 @@ impl Simulation {
                 TransferSummary {
                     name: s.name.clone(),
                     transport: match self.flows[s.channels[0]] {
-                        Flow::Tcp(_) => "tcp".into(),
-                        _ => "udt".into(),
+                        Flow::Tcp(_) => Protocol::Tcp.name().into(),
+                        _ => Protocol::Udt.name().into(),
                     },
                     parallelism: s.parallelism,
                     concurrency: s.concurrency,

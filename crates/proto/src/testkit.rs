@@ -99,6 +99,8 @@ pub struct Pair<E: Engine, A: App<E> = ()> {
     pub app: A,
     in_flight: Vec<InFlight>,
     order: u64,
+    /// Room for the largest datagram, written into by `poll_transmit`.
+    buf: Vec<u8>,
 }
 
 impl<E: Engine, A: App<E>> Pair<E, A> {
@@ -117,6 +119,7 @@ impl<E: Engine, A: App<E>> Pair<E, A> {
             app,
             in_flight: vec![],
             order: 0,
+            buf: vec![0; 1 << 16],
         }
     }
 
@@ -128,14 +131,13 @@ impl<E: Engine, A: App<E>> Pair<E, A> {
     /// Each end sends all it has now (onto the path, through `drop` and
     /// `extra_delay`), its events are collected and its application runs.
     pub fn flush(&mut self) {
-        let mut buf = vec![0u8; 1 << 16];
+        let mut buf = std::mem::take(&mut self.buf);
         for side in 0..2 {
             while let Some(tx) = self.ends[side].poll_transmit(self.now, &mut buf) {
                 self.send(side, &buf, tx);
                 if !tx.more {
                     // The hint's promise: nothing more until something happens.
-                    let mut spare = vec![0u8; 1 << 16];
-                    assert_eq!(self.ends[side].poll_transmit(self.now, &mut spare), None);
+                    assert_eq!(self.ends[side].poll_transmit(self.now, &mut buf), None);
                     break;
                 }
             }
@@ -144,6 +146,7 @@ impl<E: Engine, A: App<E>> Pair<E, A> {
             }
             self.app.after_flush(side, &mut self.ends[side], self.now);
         }
+        self.buf = buf;
     }
 
     fn send(&mut self, side: usize, buf: &[u8], tx: Transmit) {

@@ -277,9 +277,13 @@ impl Scenario {
             key: "flow".into(),
             message: m,
         })?;
-        let file = match schema::locate(&value) {
-            Some((key, message)) => return Err(invalid(path, key, message)),
-            None => File::deserialize(value).map_err(|e| syntax(path, e))?,
+        // One read; the document is searched for the key only when it fails.
+        let file = match File::deserialize(value.clone()) {
+            Ok(file) => file,
+            Err(e) => match schema::locate(&value) {
+                Some((key, message)) => return Err(invalid(path, key, message)),
+                None => return Err(syntax(path, e)),
+            },
         };
         Loader { path }.build(file)
     }

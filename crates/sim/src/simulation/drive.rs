@@ -100,15 +100,21 @@ impl Simulation {
         }
     }
 
+    /// Whether flow `f`'s packets carry their bytes (engine `E`'s).
+    #[inline(always)]
+    fn carries_bytes<E: Driven>(&self, f: usize) -> bool {
+        match E::BYTES {
+            Bytes::Elided => false,
+            Bytes::Whole => true,
+            Bytes::PerFlow => self.content_flow[f],
+        }
+    }
+
     /// Hands packet `pkt` to end `side` of flow `f`, then drains that end.
     #[inline(always)]
     fn receive<E: Driven>(&mut self, now: Instant, f: usize, side: usize, pkt: PacketId) {
         let off = layer_offset(E::LAYER);
-        let whole = match E::BYTES {
-            Bytes::Elided => false,
-            Bytes::Whole => true,
-            Bytes::PerFlow => self.content_flow[f],
-        };
+        let whole = self.carries_bytes::<E>(f);
         let r = E::record(&mut self.flows[f]).expect("the endpoint's flow");
         let p = self.pool.get(pkt);
         E::arriving(r, side, now, p.payload_len);
@@ -187,11 +193,7 @@ impl Simulation {
         dst: usize,
     ) {
         let off = layer_offset(E::LAYER);
-        let whole = match E::BYTES {
-            Bytes::Elided => false,
-            Bytes::Whole => true,
-            Bytes::PerFlow => self.content_flow[f],
-        };
+        let whole = self.carries_bytes::<E>(f);
         let ports = [E::PORTS[side] + f as u16, E::PORTS[1 - side] + f as u16];
         loop {
             let Some(r) = E::record(&mut self.flows[f]) else {

@@ -24,8 +24,8 @@ use longhaul_model::jain;
 use longhaul_model::units::{parse_queue, parse_rate, parse_time};
 use longhaul_model::QueueSpec;
 use longhaul_net::{UdtListener, UdtSocket};
+use longhaul_output::chart::{draw_scatter, draw_xy, Series};
 use longhaul_proto::udt::{RateControl, UdtConnConfig};
-use longhaul_sim::plot::{draw_scatter, draw_xy, Series};
 use serde::Serialize;
 
 use crate::Failure;
@@ -676,7 +676,7 @@ fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Resul
     }
     std::fs::write(out.join("results.md"), md)?;
     // Plots of another grid, from an earlier run into the same folder, go.
-    longhaul_sim::output::replace_outputs(out, &written)?;
+    longhaul_output::folder::replace_outputs(out, &written)?;
     if records.is_empty() {
         bail!("no run completed");
     }

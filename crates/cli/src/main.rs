@@ -162,7 +162,7 @@ pub fn writable(flag: &str, path: &std::path::Path) -> Result<(), Failure> {
 /// scenario files get, so that `--token-file /dev/zero` or a FIFO nobody writes to is
 /// an input error instead of a read that never ends. The error names the path.
 pub fn read_small_file(path: &std::path::Path, max: u64) -> Result<String, String> {
-    longhaul_sim::scenario::read_small_file(path, max)
+    longhaul_output::input::read_small_file(path, max)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

@@ -129,7 +129,7 @@ pub fn run_to_dir(scenario: &Scenario, dir: &Path) -> Result<RunResult, Error> {
         .run()?;
     let mut written = output::write_run(dir, &result, scenario.plots).map_err(out_err)?;
     written.extend(scenario.pcap.iter().map(|l| format!("{l}.pcap")));
-    output::replace_outputs(dir, &written).map_err(out_err)?;
+    longhaul_output::folder::replace_outputs(dir, &written).map_err(out_err)?;
     Ok(result)
 }
 
@@ -248,9 +248,11 @@ impl Job {
                         .enumerate()
                         .map(|(i, s)| folder(i, s) + "/")
                         .collect();
-                    output::replace_outputs(out, &names).map_err(|error| Error::Output {
-                        path: out.to_owned(),
-                        error,
+                    longhaul_output::folder::replace_outputs(out, &names).map_err(|error| {
+                        Error::Output {
+                            path: out.to_owned(),
+                            error,
+                        }
                     })?;
                 }
                 Ok(summaries)
@@ -292,15 +294,17 @@ impl Job {
                     };
                     let mut written = report::write(&d, sw, &mine).map_err(out_err)?;
                     written.extend((0..sw.points.len()).map(|i| point(i) + "/"));
-                    output::replace_outputs(&d, &written).map_err(out_err)?;
+                    longhaul_output::folder::replace_outputs(&d, &written).map_err(out_err)?;
                     summaries.extend(mine.into_iter().map(|r| r.summary));
                 }
                 if sweeps.len() > 1 {
                     let names: Vec<String> =
                         sweeps.iter().map(|sw| format!("{}/", sw.name)).collect();
-                    output::replace_outputs(out, &names).map_err(|error| Error::Output {
-                        path: out.to_owned(),
-                        error,
+                    longhaul_output::folder::replace_outputs(out, &names).map_err(|error| {
+                        Error::Output {
+                            path: out.to_owned(),
+                            error,
+                        }
                     })?;
                 }
                 Ok(summaries)

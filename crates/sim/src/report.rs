@@ -9,8 +9,8 @@ use std::io;
 use std::path::Path;
 
 use crate::metrics::{RunResult, Summary};
-use crate::plot::{self, Series};
 use crate::sweep::{self, as_number, same_value, Metric, Sweep};
+use longhaul_output::chart::{draw_xy, Series};
 
 /// What a sweep keeps of each finished run.
 #[derive(Debug, Clone)]
@@ -166,7 +166,7 @@ pub fn cv(times: &[f64], values: &[f64], warmup_s: f64) -> Option<f64> {
 }
 
 /// Writes everything for `sw` into `out`; returns the names written there, as
-/// [`crate::output::replace_outputs`] lists them (`plots/` for the plots folder,
+/// [`replace_outputs`](longhaul_output::folder::replace_outputs) lists them (`plots/` for the plots folder,
 /// which gets its own list).
 pub fn write(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<Vec<String>> {
     std::fs::create_dir_all(out)?;
@@ -186,7 +186,7 @@ pub fn write(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<Vec<
             .iter()
             .filter_map(|p| p.strip_prefix("plots/").map(String::from))
             .collect();
-        crate::output::replace_outputs(&out.join("plots"), &names)?;
+        longhaul_output::folder::replace_outputs(&out.join("plots"), &names)?;
         written.push("plots/".into());
     }
     Ok(written)
@@ -377,7 +377,7 @@ fn write_plots(
             let name = row_name(sw, row);
             let file = format!("plots/timeseries-{}.png", file_safe(&name));
             std::fs::create_dir_all(&dir)?;
-            plot::draw_xy(
+            draw_xy(
                 &out.join(&file),
                 &format!("{}: goodput, {name}", sw.name),
                 "time (s)",
@@ -467,7 +467,7 @@ fn write_plots(
                     xl.to_string()
                 };
                 std::fs::create_dir_all(&dir)?;
-                plot::draw_xy(&out.join(&file), &title, &x_label, &what, &series, false)
+                draw_xy(&out.join(&file), &title, &x_label, &what, &series, false)
                     .map_err(io::Error::other)?;
                 written.push(file);
             }
@@ -488,7 +488,7 @@ fn write_plots(
                 let xl = rep.label(x);
                 let file = format!("plots/vs-{}-{}.png", file_safe(xl), file_safe(v));
                 std::fs::create_dir_all(&dir)?;
-                plot::draw_xy(
+                draw_xy(
                     &out.join(&file),
                     &format!("{}: {v}, throughput against {xl}", sw.name),
                     xl,

@@ -336,12 +336,14 @@ fn a_folder_given_again_holds_only_the_new_runs_outputs() {
     std::fs::create_dir(tmp.path().join("up")).unwrap();
     std::fs::write(tmp.path().join("up/y"), "keep").unwrap();
     std::fs::write(
-        tmp.path().join("up").join(longhaul_sim::output::MANIFEST),
+        tmp.path()
+            .join("up")
+            .join(longhaul_output::folder::MANIFEST),
         "y\n",
     )
     .unwrap();
     std::fs::write(
-        dir.join(longhaul_sim::output::MANIFEST),
+        dir.join(longhaul_output::folder::MANIFEST),
         "../outside\nsub/x\n../up/\nsub\n",
     )
     .unwrap();

@@ -18,17 +18,26 @@ use crate::packet::PacketId;
 use crate::scheduler::Event;
 use crate::topology::node_addr;
 
-/// Writes the IPv4 and UDP headers in front of a UDP engine's datagram of
-/// `wire_len` bytes, from `node` to `dst` between `ports` (source, destination).
+/// Writes the IPv4 and UDP headers (no checksums) in front of a UDP payload of
+/// `wire_len` bytes, from `node` to `dst` between `ports` (source, destination),
+/// marked `dscp`: UDT engines' datagrams, UDP sources' packets and transfers'
+/// control messages.
 #[inline(always)]
-fn udp_headers(buf: &mut [u8], node: usize, dst: usize, ports: [u16; 2], wire_len: usize) {
+pub(super) fn udp_headers(
+    buf: &mut [u8],
+    node: usize,
+    dst: usize,
+    ports: [u16; 2],
+    wire_len: usize,
+    dscp: u8,
+) {
     let ip = Ipv4Repr {
         src_addr: node_addr(node),
         dst_addr: node_addr(dst),
         protocol: IpProtocol::Udp,
         payload_len: udp::HEADER_LEN + wire_len,
         ttl: 64,
-        dscp: 0,
+        dscp,
     };
     ip.emit(buf, Checksum::None);
     UdpRepr {
@@ -212,7 +221,7 @@ impl Simulation {
                     "{f}: bytes elided from a whole packet"
                 );
                 if E::LAYER == Layer::Udp {
-                    udp_headers(buf, node, dst, ports, tx.wire_len);
+                    udp_headers(buf, node, dst, ports, tx.wire_len, 0);
                 }
                 let id = self.pool.alloc(now);
                 self.pool.set_whole(id, &self.datagram[..off + tx.written]);
@@ -225,7 +234,7 @@ impl Simulation {
                     break;
                 };
                 if E::LAYER == Layer::Udp {
-                    udp_headers(&mut slot.hdr, node, dst, ports, tx.wire_len);
+                    udp_headers(&mut slot.hdr, node, dst, ports, tx.wire_len, 0);
                 }
                 slot.stamp(now, (off + tx.written) as u8, tx.elided() as u32);
                 (self.pool.take_peeked(), tx.more)
@@ -310,23 +319,9 @@ impl Simulation {
         let payload_len = u.spec.packet_size as usize - 20 - udp::HEADER_LEN;
         let id = self.pool.alloc(now);
         let p = self.pool.get_mut(id);
-        let ip = Ipv4Repr {
-            src_addr: node_addr(from),
-            dst_addr: node_addr(to),
-            protocol: IpProtocol::Udp,
-            payload_len: udp::HEADER_LEN + payload_len,
-            ttl: 64,
-            dscp: u.spec.dscp,
-        };
-        ip.emit(&mut p.hdr, Checksum::None);
         let port = UDP_PORT + f as u16;
-        UdpRepr {
-            src_port: port,
-            dst_port: port,
-            payload_len,
-        }
-        .emit(&mut p.hdr[20..28], ip.src_addr, ip.dst_addr, Checksum::None);
-        p.hdr_len = 28;
+        udp_headers(&mut p.hdr, from, to, [port, port], payload_len, u.spec.dscp);
+        p.hdr_len = IP_UDP as u8;
         p.payload_len = payload_len as u32;
         u.sent_pkts += 1;
         let gap = match u.spec.arrivals {

@@ -23,14 +23,13 @@ use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::transfer::{BlockRepr, Deframer, FileBlocks, Reassembler, HEADER_LEN};
 use longhaul_proto::udt::UdtConnection;
 use longhaul_proto::{Bandwidth, Duration, Instant};
-use longhaul_wire::{udp, Checksum, IpProtocol, Ipv4Repr, UdpRepr};
+use longhaul_wire::udp;
 
 use super::{rearm, Endpoint, Simulation, IP_UDP};
 use crate::app::{file_byte, Flow, TransferSpec};
 use crate::metrics::TransferSummary;
 use crate::packet::PacketId;
 use crate::scheduler::Event;
-use crate::topology::node_addr;
 
 /// UDP port of transfer `t`'s control channel, at both ends.
 const CONTROL_PORT: u16 = 60000;
@@ -599,27 +598,8 @@ impl Simulation {
         let bytes = self.transfers[t].spec.control_bytes as usize;
         let id = self.pool.alloc(now);
         let p = self.pool.get_mut(id);
-        let ip = Ipv4Repr {
-            src_addr: node_addr(node),
-            dst_addr: node_addr(dst),
-            protocol: IpProtocol::Udp,
-            payload_len: bytes - 20,
-            ttl: 64,
-            dscp: 0,
-        };
-        ip.emit(&mut p.hdr, Checksum::None);
         let port = CONTROL_PORT + t as u16;
-        UdpRepr {
-            src_port: port,
-            dst_port: port,
-            payload_len: bytes - IP_UDP,
-        }
-        .emit(
-            &mut p.hdr[20..IP_UDP],
-            ip.src_addr,
-            ip.dst_addr,
-            Checksum::None,
-        );
+        super::drive::udp_headers(&mut p.hdr, node, dst, [port, port], bytes - IP_UDP, 0);
         let m = &mut p.hdr[IP_UDP..IP_UDP + 8];
         m[0] = kind;
         m[1] = 0;

@@ -5,7 +5,9 @@
 
 use core::fmt;
 
-use crate::cc::{ArUdtConfig, CcAlgorithm, CubicConfig, SpwScope, UdtConfig, UdtProfile};
+use crate::cc::{
+    ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, SpwScope, UdtConfig, UdtProfile,
+};
 use crate::sctp::SctpConfig;
 use crate::tcp::TcpConfig;
 use crate::udt::RateControl;
@@ -111,29 +113,42 @@ impl core::str::FromStr for CcAlgorithm {
 
 impl RateControl {
     /// The names of UDT's rate controls.
-    pub const NAMES: &'static [&'static str] = &["udt", "ar-udt"];
+    pub const NAMES: &'static [&'static str] = &["udt", "ar-udt", "bbr", "bbr-v3"];
 
     /// Its name.
     pub fn name(&self) -> &'static str {
         match self {
             RateControl::Udt(_) => "udt",
             RateControl::ArUdt(..) => "ar-udt",
+            RateControl::Bbr(c) if c.loss_threshold.is_some() => "bbr-v3",
+            RateControl::Bbr(_) => "bbr",
         }
     }
 
-    /// The configuration of UDT's control it holds (AR-UDT's included).
+    /// The configuration of UDT's control it holds (AR-UDT's included); UDT's
+    /// defaults with BBR's seed for BBR, which has none.
     pub fn udt_config(&self) -> UdtConfig {
         match *self {
             RateControl::Udt(c) | RateControl::ArUdt(c, _) => c,
+            RateControl::Bbr(b) => UdtConfig {
+                seed: b.seed,
+                ..UdtConfig::default()
+            },
         }
     }
 
-    /// The rate control called `name`, UDT's configured with `udt` and AR-UDT's
-    /// extra terms with their defaults.
+    /// The rate control called `name`, UDT's configured with `udt`, AR-UDT's
+    /// extra terms with their defaults, BBR seeded with UDT's seed.
     pub fn from_name(name: &str, udt: UdtConfig) -> Result<Self, UnknownName> {
+        let bbr = |b: BbrConfig| BbrConfig {
+            seed: udt.seed,
+            ..b
+        };
         match name {
             "udt" => Ok(RateControl::Udt(udt)),
             "ar-udt" => Ok(RateControl::ArUdt(udt, ArUdtConfig::default())),
+            "bbr" => Ok(RateControl::Bbr(bbr(BbrConfig::default()))),
+            "bbr-v3" => Ok(RateControl::Bbr(bbr(BbrConfig::v3_loss()))),
             _ => Err(unknown(name, Self::NAMES)),
         }
     }

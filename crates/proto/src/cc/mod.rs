@@ -14,13 +14,21 @@
 //! which keeps the per-ACK path free of indirect calls.
 
 mod ar_udt;
+mod bbr;
+mod bbr_udt;
 mod cubic;
+mod delivery_rate;
+mod minmax;
 mod new_reno;
 mod sctp;
 mod udt;
 
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
+pub use bbr::{Bbr, BbrConfig, BbrMode};
+pub use bbr_udt::BbrUdt;
 pub use cubic::{Cubic, CubicConfig};
+pub use delivery_rate::{RateSample, RateSampler, SendState};
+pub use minmax::WindowedMax;
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig, SlowStart};
 pub use sctp::{SctpCc, SctpCcProfile};
 pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};

@@ -3,7 +3,7 @@
 //! control packets (ACK and ACK2 with RTT samples, NAK into the sender's loss list,
 //! keep-alive, shutdown).
 
-use crate::cc::{ArUdt, Udt, UdtRateControl};
+use crate::cc::UdtRateControl;
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
 use longhaul_wire::udt::{
@@ -11,8 +11,8 @@ use longhaul_wire::udt::{
 };
 
 use super::{
-    micros, AnyRate, Event, Feedback, Payload, PendingCtrl, RateControl, State, UdtConnection,
-    IP_UDP, MIN_MSS, SELF_CLOCK, SYN,
+    micros, AnyRate, Event, Feedback, Payload, PendingCtrl, State, UdtConnection, IP_UDP, MIN_MSS,
+    SELF_CLOCK, SYN,
 };
 
 impl UdtConnection {
@@ -151,10 +151,7 @@ impl UdtConnection {
         self.last_rsp = now;
         self.next_send = now;
         let isn = self.isn;
-        self.cc = match self.cfg.rate_control {
-            RateControl::Udt(c) => AnyRate::Udt(Udt::new(c, now, isn.dec())),
-            RateControl::ArUdt(c, a) => AnyRate::ArUdt(ArUdt::new(Udt::new(c, now, isn.dec()), a)),
-        };
+        self.cc = AnyRate::new(self.cfg.rate_control, self.cfg.mss, now, isn);
         self.events.push_back(Event::Connected);
     }
 
@@ -277,6 +274,7 @@ impl UdtConnection {
                 let acked = ack_idx - self.snd_last_ack;
                 self.flow_window = self.flow_window.saturating_sub(acked);
                 self.release(ack_idx);
+                rate!(self, c => c.on_light_ack(now, ack));
             }
             return;
         }
@@ -327,7 +325,11 @@ impl UdtConnection {
         let Some((first, _)) = list.ranges().next() else {
             return;
         };
-        let inputs = self.inputs();
+        let mut inputs = self.inputs();
+        inputs.nak_lost_pkts = list
+            .ranges()
+            .map(|(a, b)| a.len_to(b))
+            .fold(0u32, u32::saturating_add);
         rate!(self, c => c.on_loss(now, first, &inputs));
         for (a, b) in list.ranges() {
             let (Some(ia), Some(ib)) = (

@@ -31,7 +31,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use longhaul_wire::udt::{HandshakeRepr, HEADER_LEN};
 
 use crate::cc::{
-    ArUdt, ArUdtConfig, Udt, UdtConfig as UdtCcConfig, UdtInputs, UdtRateControl, SYN_US,
+    ArUdt, ArUdtConfig, BbrConfig, BbrUdt, Udt, UdtConfig as UdtCcConfig, UdtInputs,
+    UdtRateControl, SYN_US,
 };
 use crate::engine::{Engine, Layer, Transmit};
 use crate::seq::UdtSeqNumber;
@@ -85,6 +86,9 @@ pub enum RateControl {
     Udt(UdtCcConfig),
     /// AR-UDT.
     ArUdt(UdtCcConfig, ArUdtConfig),
+    /// BBR setting UDT's sending period and window ([`BbrUdt`]); UDT's loss
+    /// recovery is unchanged.
+    Bbr(BbrConfig),
 }
 
 /// A connection's parameters.
@@ -230,11 +234,33 @@ impl Payload {
     }
 }
 
-/// Either rate controller, dispatched by `match`.
+/// One of the rate controllers, dispatched by `match`.
 #[derive(Debug, Clone)]
 enum AnyRate {
     Udt(Udt),
     ArUdt(ArUdt),
+    Bbr(Box<BbrUdt>),
+}
+
+impl AnyRate {
+    /// The controller `rc` names, started at `now` for a first packet `isn` of
+    /// `mss` bytes.
+    fn new(rc: RateControl, mss: u32, now: Instant, isn: UdtSeqNumber) -> Self {
+        match rc {
+            RateControl::Udt(c) => AnyRate::Udt(Udt::new(c, now, isn.dec())),
+            RateControl::ArUdt(c, a) => AnyRate::ArUdt(ArUdt::new(Udt::new(c, now, isn.dec()), a)),
+            RateControl::Bbr(c) => AnyRate::Bbr(Box::new(BbrUdt::new(c, mss, now, isn.dec()))),
+        }
+    }
+
+    /// The controller, for reading its outputs.
+    fn as_ref(&self) -> &dyn UdtRateControl {
+        match self {
+            AnyRate::Udt(c) => c,
+            AnyRate::ArUdt(c) => c,
+            AnyRate::Bbr(c) => c.as_ref(),
+        }
+    }
 }
 
 macro_rules! rate {
@@ -242,6 +268,7 @@ macro_rules! rate {
         match &mut $self.cc {
             AnyRate::Udt($c) => $e,
             AnyRate::ArUdt($c) => $e,
+            AnyRate::Bbr($c) => $e,
         }
     };
 }
@@ -335,10 +362,7 @@ impl UdtConnection {
     pub fn new(cfg: UdtConnConfig, now: Instant) -> Self {
         assert!(cfg.mss >= MIN_MSS, "UDT MSS {} is below {MIN_MSS}", cfg.mss);
         let isn = UdtSeqNumber::new(cfg.isn);
-        let cc = match cfg.rate_control {
-            RateControl::Udt(c) => AnyRate::Udt(Udt::new(c, now, isn.dec())),
-            RateControl::ArUdt(c, a) => AnyRate::ArUdt(ArUdt::new(Udt::new(c, now, isn.dec()), a)),
-        };
+        let cc = AnyRate::new(cfg.rate_control, cfg.mss, now, isn);
         UdtConnection {
             cfg,
             state: State::Init,
@@ -480,10 +504,7 @@ impl UdtConnection {
     }
     /// The sending period, µs.
     pub fn pkt_snd_period_us(&self) -> f64 {
-        match &self.cc {
-            AnyRate::Udt(c) => c.pkt_snd_period_us(),
-            AnyRate::ArUdt(c) => c.pkt_snd_period_us(),
-        }
+        self.cc.as_ref().pkt_snd_period_us()
     }
     /// Bytes received in order and not yet read.
     pub fn readable_len(&self) -> usize {
@@ -513,7 +534,7 @@ impl UdtConnection {
     pub fn ar_udt_class_counts(&self) -> Option<[u64; 4]> {
         match &self.cc {
             AnyRate::ArUdt(a) => Some(a.class_counts()),
-            AnyRate::Udt(_) => None,
+            AnyRate::Udt(_) | AnyRate::Bbr(_) => None,
         }
     }
     /// Packets written and not yet acknowledged.
@@ -543,6 +564,7 @@ impl UdtConnection {
             max_cwnd_pkts: f64::from(self.cfg.flight_flag_size),
             snd_curr_seq: self.seq_of(self.snd_next).dec(),
             ack_rtt_us: 0.0,
+            nak_lost_pkts: 0,
         }
     }
     fn cookie(&self, peer_id: u32, now: Instant) -> u32 {
@@ -644,8 +666,5 @@ fn split_loss_list(
 }
 
 fn rate_cwnd(cc: &AnyRate) -> f64 {
-    match cc {
-        AnyRate::Udt(c) => c.cwnd_pkts(),
-        AnyRate::ArUdt(c) => c.cwnd_pkts(),
-    }
+    cc.as_ref().cwnd_pkts()
 }

@@ -395,6 +395,24 @@ impl Loader<'_> {
                 }
                 RateControl::ArUdt(udt, a)
             }
+            RateControl::Bbr(b) => {
+                if let Some((name, _)) = ar_keys.iter().find(|(_, v)| v.is_some()) {
+                    return Err(self.err(k(name), "applies to cc = \"ar-udt\" only"));
+                }
+                for (name, set) in [
+                    ("spw_scope", u.spw_scope.is_some()),
+                    ("profile", u.profile.is_some()),
+                    ("fix_inverted_fallback", u.fix_inverted_fallback.is_some()),
+                ] {
+                    if set {
+                        return Err(self.err(
+                            k(name),
+                            "applies to UDT's own controls (cc = \"udt\" or \"ar-udt\"), not BBR",
+                        ));
+                    }
+                }
+                RateControl::Bbr(b)
+            }
         };
         let nak_report = match u.nak_report.as_deref() {
             None | Some("once") => NakReport::Once,

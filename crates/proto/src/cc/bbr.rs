@@ -1,0 +1,572 @@
+//! BBR: model-based congestion control (Cardwell, Cheng, Gunn, Hassas Yeganeh,
+//! Jacobson, "BBR: Congestion-Based Congestion Control", ACM Queue 14(5), 2016), as
+//! Linux's `tcp_bbr.c` (v1) runs it, with BBRv3's loss bound as an option
+//! (draft-ietf-ccwg-bbr).
+//!
+//! > BBR … uses recent measurements of a transport connection's delivery rate, round-
+//! > trip time, and packet loss rate to build an explicit model of the network path
+//! > … then uses that model to control how fast it sends data and the maximum
+//! > volume of data it allows in flight (draft-ietf-ccwg-bbr §1).
+//!
+//! The model is two numbers: the bottleneck bandwidth (a windowed maximum of
+//! delivery-rate samples over ten round trips) and the round-trip propagation time (a
+//! windowed minimum over ten seconds, refreshed by ProbeRTT). The sender paces at
+//! `pacing_gain × bw` and keeps at most `cwnd_gain × bw × min_rtt` in flight, the
+//! gains set by the state machine:
+//!
+//! ```text
+//!  Startup ──full bw──▶ Drain ──inflight ≤ BDP──▶ ProbeBW (gains 1.25, 0.75, 1 × 6)
+//!     ▲                                              │  ▲
+//!     └──────────── min RTT 10 s old ──▶ ProbeRTT ───┘  │ (200 ms and a round at 4 packets)
+//! ```
+//!
+//! This core counts bytes and sees the connection only through [`RateSample`]s; the
+//! engines feed it (TCP through [`CongestionControl`](super::CongestionControl),
+//! UDT through [`BbrUdt`](super::BbrUdt)). Random loss is not a signal to v1 at all;
+//! with [`BbrConfig::loss_threshold`] set, a round trip that lost more than that share
+//! of its data ends Startup and bounds what is kept in flight, as BBRv3 does; below
+//! it loss is ignored, which is what keeps a long lossy path full.
+//!
+//! Not here: Linux v1's long-term ("policer") bandwidth sampling, and BBRv3's
+//! ProbeBW sub-states (DOWN, CRUISE, REFILL, UP) and its ECN response; the v1 gain cycle
+//! is kept with v3's loss bound beside it.
+
+use super::delivery_rate::RateSample;
+use super::minmax::WindowedMax;
+use crate::time::{Duration, Instant};
+
+/// 2/ln(2): the smallest gain that doubles the delivery rate each round in Startup
+/// (Linux `bbr_high_gain`, 2885/1000).
+pub const HIGH_GAIN: f64 = 2.885;
+/// Drain's pacing gain: the inverse of Startup's, to empty the queue it built in one
+/// round (Linux `bbr_drain_gain`).
+pub const DRAIN_GAIN: f64 = 1.0 / HIGH_GAIN;
+/// ProbeBW's window gain: two BDPs, so delayed and stretched ACKs do not stall it.
+pub const CWND_GAIN: f64 = 2.0;
+/// ProbeBW's pacing gains: probe up by a quarter for one min RTT, drain it for one,
+/// cruise for six (Linux `bbr_pacing_gain`).
+pub const PACING_GAINS: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// The bandwidth filter's window, round trips (Linux `bbr_bw_rtts`: the cycle + 2).
+pub const BW_WINDOW_ROUNDS: u64 = PACING_GAINS.len() as u64 + 2;
+/// The min-RTT filter's window (Linux `bbr_min_rtt_win_sec`).
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+/// How long ProbeRTT holds the window at its floor (Linux `bbr_probe_rtt_mode_ms`).
+pub const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+/// The window floor, packets (Linux `bbr_cwnd_min_target`).
+pub const MIN_CWND_PKTS: u64 = 4;
+/// Startup ends when the bandwidth grew less than this factor …
+pub const FULL_BW_THRESH: f64 = 1.25;
+/// … for this many rounds in a row (Linux `bbr_full_bw_thresh`, `bbr_full_bw_cnt`).
+pub const FULL_BW_ROUNDS: u32 = 3;
+/// The pacing rate is this far below the model's, so queues drain (Linux
+/// `bbr_pacing_margin_percent`).
+pub const PACING_MARGIN: f64 = 0.01;
+/// ACK-aggregation allowance: the window's extra room is the most data delivered
+/// beyond the model's rate in an epoch, remembered over this many rounds …
+pub const EXTRA_ACKED_ROUNDS: u64 = 5;
+/// … and at most this long at the model's rate (Linux `bbr_extra_acked_win_rtts`,
+/// `bbr_extra_acked_max_us`).
+pub const EXTRA_ACKED_MAX: Duration = Duration::from_millis(100);
+/// BBRv3's multiplicative bound on inflight after excessive loss
+/// (draft-ietf-ccwg-bbr `BBRBeta`).
+pub const BETA: f64 = 0.7;
+/// Startup ends on loss only after this many loss events in a round
+/// (draft-ietf-ccwg-bbr `BBRStartupFullLossCnt`).
+pub const STARTUP_FULL_LOSS_COUNT: u32 = 6;
+/// BBRv3's loss threshold (draft-ietf-ccwg-bbr `BBRLossThresh`).
+pub const V3_LOSS_THRESHOLD: f64 = 0.02;
+
+/// BBR's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BbrConfig {
+    /// BBRv3's loss response: a round trip that loses more than this share of the
+    /// data it sent ends Startup and bounds inflight to `max(inflight at the loss,
+    /// 0.7 × the model's)`. `None`: v1, which ignores loss.
+    pub loss_threshold: Option<f64>,
+    /// Extra window beyond the model for quantisation, packets (Linux: three TSO
+    /// bursts; an engine without segmentation offload sends single packets).
+    pub quantization_pkts: u64,
+    /// Seeds which ProbeBW phase the first cycle starts in (Linux picks it at random
+    /// so flows do not probe in step).
+    pub seed: u64,
+}
+
+impl Default for BbrConfig {
+    fn default() -> Self {
+        BbrConfig {
+            loss_threshold: None,
+            quantization_pkts: 3,
+            seed: 0,
+        }
+    }
+}
+
+impl BbrConfig {
+    /// BBRv3's loss bound at its draft's 2 %.
+    pub fn v3_loss() -> Self {
+        BbrConfig {
+            loss_threshold: Some(V3_LOSS_THRESHOLD),
+            ..BbrConfig::default()
+        }
+    }
+}
+
+/// The state machine's modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BbrMode {
+    /// Doubling the rate each round until the bandwidth stops growing.
+    Startup,
+    /// Emptying the queue Startup built.
+    Drain,
+    /// Cycling the pacing gain around the bandwidth found.
+    ProbeBw,
+    /// Holding inflight at its floor to measure the propagation RTT.
+    ProbeRtt,
+}
+
+/// A BBR sender's model and state.
+#[derive(Debug, Clone)]
+pub struct Bbr {
+    cfg: BbrConfig,
+    smss: u64,
+    mode: BbrMode,
+    /// Bottleneck bandwidth, bytes per second, over [`BW_WINDOW_ROUNDS`] rounds.
+    bw: WindowedMax,
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Instant,
+    probe_rtt_done: Option<Instant>,
+    probe_rtt_round_done: bool,
+    round_count: u64,
+    next_round_delivered: u64,
+    round_start: bool,
+    full_bw: u64,
+    full_bw_count: u32,
+    full_bw_reached: bool,
+    cycle_idx: usize,
+    cycle_stamp: Instant,
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    cwnd: u64,
+    prior_cwnd: u64,
+    /// Bytes per second.
+    pacing_rate: f64,
+    has_seen_rtt: bool,
+    extra_acked: [u64; 2],
+    extra_acked_idx: usize,
+    extra_acked_rounds: u64,
+    ack_epoch_stamp: Instant,
+    ack_epoch_acked: u64,
+    /// v3: data delivered and lost in this round, and the loss events.
+    round_delivered: u64,
+    round_lost: u64,
+    round_loss_events: u32,
+    /// v3: the bound on inflight set by excessive loss.
+    inflight_hi: Option<u64>,
+}
+
+impl Bbr {
+    /// A sender at `now` with segments of `smss` bytes and an initial window of
+    /// `initial_window` bytes.
+    pub fn new(cfg: BbrConfig, smss: u64, initial_window: u64, now: Instant) -> Self {
+        let mut b = Bbr {
+            cfg,
+            smss,
+            mode: BbrMode::Startup,
+            bw: WindowedMax::default(),
+            min_rtt: None,
+            min_rtt_stamp: now,
+            probe_rtt_done: None,
+            probe_rtt_round_done: false,
+            round_count: 0,
+            next_round_delivered: 0,
+            round_start: false,
+            full_bw: 0,
+            full_bw_count: 0,
+            full_bw_reached: false,
+            cycle_idx: 0,
+            cycle_stamp: now,
+            pacing_gain: HIGH_GAIN,
+            cwnd_gain: HIGH_GAIN,
+            cwnd: initial_window.max(MIN_CWND_PKTS * smss),
+            prior_cwnd: 0,
+            pacing_rate: 0.0,
+            has_seen_rtt: false,
+            extra_acked: [0; 2],
+            extra_acked_idx: 0,
+            extra_acked_rounds: 0,
+            ack_epoch_stamp: now,
+            ack_epoch_acked: 0,
+            round_delivered: 0,
+            round_lost: 0,
+            round_loss_events: 0,
+            inflight_hi: None,
+        };
+        b.init_pacing_rate(None);
+        b
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> BbrMode {
+        self.mode
+    }
+    /// The bottleneck bandwidth estimate, bytes per second.
+    pub fn bandwidth(&self) -> u64 {
+        self.bw.get()
+    }
+    /// The propagation RTT estimate.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+    /// The pacing rate, bytes per second.
+    pub fn pacing_rate(&self) -> f64 {
+        self.pacing_rate
+    }
+    /// The congestion window, bytes.
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+    /// Whether Startup found the pipe full.
+    pub fn full_bw_reached(&self) -> bool {
+        self.full_bw_reached
+    }
+    /// The pacing gain in force.
+    pub fn pacing_gain(&self) -> f64 {
+        self.pacing_gain
+    }
+    /// Round trips counted so far.
+    pub fn round_count(&self) -> u64 {
+        self.round_count
+    }
+    /// v3's inflight bound, if loss set one.
+    pub fn inflight_hi(&self) -> Option<u64> {
+        self.inflight_hi
+    }
+
+    /// Pacing before the first sample: the initial window per RTT (1 ms when no
+    /// RTT is known) at Startup's gain (Linux `bbr_init_pacing_rate_from_rtt`).
+    fn init_pacing_rate(&mut self, srtt: Option<Duration>) {
+        let rtt = srtt
+            .unwrap_or(Duration::from_millis(1))
+            .max(Duration::from_micros(1));
+        self.has_seen_rtt = srtt.is_some();
+        self.pacing_rate = self.cwnd as f64 / rtt.as_secs_f64() * HIGH_GAIN * (1.0 - PACING_MARGIN);
+    }
+
+    /// `gain × BDP`, bytes; the initial window while no RTT is known.
+    fn bdp(&self, bw: u64, gain: f64) -> u64 {
+        match self.min_rtt {
+            None => self.cwnd.max(MIN_CWND_PKTS * self.smss),
+            Some(rtt) => (bw as f64 * rtt.as_secs_f64() * gain).ceil() as u64,
+        }
+    }
+
+    /// `gain × BDP` plus the quantisation allowance (Linux `bbr_inflight` and
+    /// `bbr_quantization_budget`): two more packets in the probing phase, so it
+    /// really does put more in flight.
+    fn inflight(&self, bw: u64, gain: f64) -> u64 {
+        let mut w = self.bdp(bw, gain) + self.cfg.quantization_pkts * self.smss;
+        if self.mode == BbrMode::ProbeBw && self.cycle_idx == 0 {
+            w += 2 * self.smss;
+        }
+        w
+    }
+
+    /// One acknowledgement: update the model, then the pacing rate and window
+    /// (Linux `bbr_main`). `in_flight` is what is in flight after it.
+    pub fn on_ack(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
+        if !self.has_seen_rtt {
+            if let Some(rtt) = rs.rtt {
+                self.init_pacing_rate(Some(rtt));
+            }
+        }
+        self.update_bw(rs, delivered);
+        self.update_loss_round(now, rs);
+        self.update_ack_aggregation(now, rs);
+        self.update_cycle_phase(now, rs);
+        self.check_full_bw_reached(rs);
+        self.check_drain(now, in_flight);
+        self.update_min_rtt(now, rs, delivered, in_flight);
+        self.update_gains();
+        let bw = self.bw.get();
+        self.set_pacing_rate(bw);
+        self.set_cwnd(rs, bw);
+    }
+
+    /// The sender's retransmission timer fired (TCP's RTO, UDT's EXP): Linux BBR
+    /// keeps its model but a new round starts and Startup's plateau count restarts.
+    pub fn on_timeout(&mut self, in_flight: u64) {
+        self.prior_cwnd = self.cwnd.max(self.prior_cwnd);
+        self.cwnd = (in_flight + self.smss).max(MIN_CWND_PKTS * self.smss);
+        self.full_bw = 0;
+        self.round_start = true;
+    }
+
+    /// Counts rounds by delivered data and takes the bandwidth sample (Linux
+    /// `bbr_update_bw`).
+    fn update_bw(&mut self, rs: &RateSample, delivered: u64) {
+        self.round_start = false;
+        let Some(rate) = rs.rate() else { return };
+        // "packet-timed" round trips: a round ends when a packet sent after the
+        // last round ended is delivered.
+        if rs.prior_delivered >= self.next_round_delivered {
+            self.next_round_delivered = delivered;
+            self.round_count += 1;
+            self.round_start = true;
+        }
+        let bw = rate as u64;
+        // App-limited samples understate the path: take them only if they beat
+        // the estimate.
+        if !rs.is_app_limited || bw >= self.bw.get() {
+            self.bw.update(BW_WINDOW_ROUNDS, self.round_count, bw);
+        }
+    }
+
+    /// v3: the loss rate of each round, and its response when above the threshold.
+    fn update_loss_round(&mut self, now: Instant, rs: &RateSample) {
+        let Some(thresh) = self.cfg.loss_threshold else {
+            return;
+        };
+        self.round_delivered += rs.newly_acked;
+        self.round_lost += rs.newly_lost;
+        if rs.losses {
+            self.round_loss_events += 1;
+        }
+        // v3 grows the bound back while probing up (draft: "BBRProbeInflightHiUpward"),
+        // here by what is delivered, doubling it each probing round.
+        if self.pacing_gain > 1.0 && !rs.losses {
+            if let Some(hi) = self.inflight_hi.as_mut() {
+                *hi += rs.newly_acked;
+            }
+        }
+        let sent = self.round_delivered + self.round_lost;
+        let too_high = sent > 0 && self.round_lost as f64 > thresh * sent as f64;
+        if too_high && rs.losses {
+            // "BBRHandleInflightTooHigh": inflight_hi = max(inflight, beta × target).
+            let target = self.inflight(self.bw.get(), 1.0);
+            let bound = rs.prior_in_flight.max((BETA * target as f64) as u64);
+            self.inflight_hi = Some(self.inflight_hi.map_or(bound, |h| h.min(bound)));
+            if self.mode == BbrMode::Startup && self.round_loss_events >= STARTUP_FULL_LOSS_COUNT {
+                // "BBRCheckStartupHighLoss".
+                self.full_bw_reached = true;
+            }
+            if self.mode == BbrMode::ProbeBw && self.pacing_gain > 1.0 {
+                // Stop probing up at once.
+                self.advance_cycle(now);
+            }
+        }
+        if self.round_start {
+            self.round_delivered = 0;
+            self.round_lost = 0;
+            self.round_loss_events = 0;
+        }
+    }
+
+    /// The window's allowance for ACKs that arrive in bursts (Linux
+    /// `bbr_update_ack_aggregation`): the most data delivered beyond the model's
+    /// rate within an epoch, over the last five to ten rounds.
+    fn update_ack_aggregation(&mut self, now: Instant, rs: &RateSample) {
+        if rs.newly_acked == 0 || rs.rate().is_none() {
+            return;
+        }
+        if self.round_start {
+            self.extra_acked_rounds += 1;
+            if self.extra_acked_rounds >= EXTRA_ACKED_ROUNDS {
+                self.extra_acked_rounds = 0;
+                self.extra_acked_idx ^= 1;
+                self.extra_acked[self.extra_acked_idx] = 0;
+            }
+        }
+        let epoch = now.saturating_duration_since(self.ack_epoch_stamp);
+        let mut expected = (self.bw.get() as f64 * epoch.as_secs_f64()) as u64;
+        // A new epoch when ACKs came slower than the model says, or after a very
+        // long one (2^20 packets).
+        if self.ack_epoch_acked <= expected
+            || self.ack_epoch_acked + rs.newly_acked >= (1 << 20) * self.smss
+        {
+            self.ack_epoch_acked = 0;
+            self.ack_epoch_stamp = now;
+            expected = 0;
+        }
+        self.ack_epoch_acked += rs.newly_acked;
+        let extra = (self.ack_epoch_acked - expected.min(self.ack_epoch_acked)).min(self.cwnd);
+        let slot = &mut self.extra_acked[self.extra_acked_idx];
+        *slot = (*slot).max(extra);
+    }
+
+    fn aggregation_allowance(&self) -> u64 {
+        if !self.full_bw_reached {
+            return 0;
+        }
+        let cap = (self.bw.get() as f64 * EXTRA_ACKED_MAX.as_secs_f64()) as u64;
+        self.extra_acked[0].max(self.extra_acked[1]).min(cap)
+    }
+
+    /// ProbeBW: move to the next gain once this one has run its course (Linux
+    /// `bbr_is_next_cycle_phase`).
+    fn update_cycle_phase(&mut self, now: Instant, rs: &RateSample) {
+        if self.mode != BbrMode::ProbeBw {
+            return;
+        }
+        let full_length = self
+            .min_rtt
+            .is_some_and(|m| now.saturating_duration_since(self.cycle_stamp) > m);
+        let gain = self.pacing_gain;
+        let bw = self.bw.get();
+        let next = if gain == 1.0 {
+            full_length
+        } else if gain > 1.0 {
+            // Probe until the queue it builds holds a quarter BDP, or loss says the
+            // pipe is full.
+            full_length && (rs.losses || rs.prior_in_flight >= self.inflight(bw, gain))
+        } else {
+            // Drain until the queue is gone, at most one min RTT.
+            full_length || rs.prior_in_flight <= self.inflight(bw, 1.0)
+        };
+        if next {
+            self.advance_cycle(now);
+        }
+    }
+
+    fn advance_cycle(&mut self, now: Instant) {
+        self.cycle_idx = (self.cycle_idx + 1) % PACING_GAINS.len();
+        self.cycle_stamp = now;
+    }
+
+    /// Startup ends when three rounds in a row grew the bandwidth by less than a
+    /// quarter (Linux `bbr_check_full_bw_reached`).
+    fn check_full_bw_reached(&mut self, rs: &RateSample) {
+        if self.full_bw_reached || !self.round_start || rs.is_app_limited {
+            return;
+        }
+        let bw = self.bw.get();
+        if bw as f64 >= self.full_bw as f64 * FULL_BW_THRESH {
+            self.full_bw = bw;
+            self.full_bw_count = 0;
+            return;
+        }
+        self.full_bw_count += 1;
+        self.full_bw_reached = self.full_bw_count >= FULL_BW_ROUNDS;
+    }
+
+    /// Startup → Drain when the pipe is full; Drain → ProbeBW when the queue is
+    /// gone (Linux `bbr_check_drain`).
+    fn check_drain(&mut self, now: Instant, in_flight: u64) {
+        if self.mode == BbrMode::Startup && self.full_bw_reached {
+            self.mode = BbrMode::Drain;
+        }
+        if self.mode == BbrMode::Drain && in_flight <= self.inflight(self.bw.get(), 1.0) {
+            self.enter_probe_bw(now);
+        }
+    }
+
+    /// Enters ProbeBW in a phase chosen from the seed, never the draining one
+    /// (Linux: `CYCLE_LEN - 1 - prandom_u32_max(bbr_cycle_rand)`, then advance).
+    fn enter_probe_bw(&mut self, now: Instant) {
+        self.mode = BbrMode::ProbeBw;
+        let r = splitmix(self.cfg.seed ^ self.round_count) % 7;
+        self.cycle_idx = PACING_GAINS.len() - 1 - r as usize;
+        self.advance_cycle(now);
+    }
+
+    /// The min-RTT filter and ProbeRTT (Linux `bbr_update_min_rtt`).
+    fn update_min_rtt(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
+        let expired = now.saturating_duration_since(self.min_rtt_stamp) > MIN_RTT_WINDOW;
+        if let Some(rtt) = rs.rtt {
+            if self.min_rtt.is_none_or(|m| rtt < m) || expired {
+                self.min_rtt = Some(rtt);
+                self.min_rtt_stamp = now;
+            }
+        }
+        if expired && self.mode != BbrMode::ProbeRtt {
+            self.mode = BbrMode::ProbeRtt;
+            self.prior_cwnd = self.cwnd.max(self.prior_cwnd);
+            self.probe_rtt_done = None;
+        }
+        if self.mode != BbrMode::ProbeRtt {
+            return;
+        }
+        match self.probe_rtt_done {
+            None if in_flight <= MIN_CWND_PKTS * self.smss => {
+                // Inflight reached the floor: hold it there for 200 ms and a round.
+                self.probe_rtt_done = Some(now + PROBE_RTT_TIME);
+                self.probe_rtt_round_done = false;
+                self.next_round_delivered = delivered;
+            }
+            Some(done) => {
+                if self.round_start {
+                    self.probe_rtt_round_done = true;
+                }
+                if self.probe_rtt_round_done && now >= done {
+                    self.min_rtt_stamp = now;
+                    self.cwnd = self.cwnd.max(self.prior_cwnd);
+                    if self.full_bw_reached {
+                        self.enter_probe_bw(now);
+                    } else {
+                        self.mode = BbrMode::Startup;
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// Whether the sender should mark itself application-limited (ProbeRTT's
+    /// samples measure the floor, not the path).
+    pub fn in_probe_rtt(&self) -> bool {
+        self.mode == BbrMode::ProbeRtt
+    }
+
+    fn update_gains(&mut self) {
+        (self.pacing_gain, self.cwnd_gain) = match self.mode {
+            BbrMode::Startup => (HIGH_GAIN, HIGH_GAIN),
+            BbrMode::Drain => (DRAIN_GAIN, HIGH_GAIN),
+            BbrMode::ProbeBw => (PACING_GAINS[self.cycle_idx], CWND_GAIN),
+            BbrMode::ProbeRtt => (1.0, 1.0),
+        };
+    }
+
+    /// Linux `bbr_set_pacing_rate`: never lower the rate in Startup, so one low
+    /// sample cannot slow the climb.
+    fn set_pacing_rate(&mut self, bw: u64) {
+        if bw == 0 {
+            return;
+        }
+        let rate = bw as f64 * self.pacing_gain * (1.0 - PACING_MARGIN);
+        if self.full_bw_reached || rate > self.pacing_rate {
+            self.pacing_rate = rate;
+        }
+    }
+
+    /// Linux `bbr_set_cwnd`: grow toward `cwnd_gain × BDP` plus allowances by what
+    /// was acknowledged; before the pipe is full, grow without a target.
+    fn set_cwnd(&mut self, rs: &RateSample, bw: u64) {
+        let acked = rs.newly_acked;
+        if acked > 0 {
+            let target = self.inflight(bw, self.cwnd_gain) + self.aggregation_allowance();
+            if self.full_bw_reached {
+                self.cwnd = (self.cwnd + acked).min(target);
+            } else if self.cwnd < target || bw == 0 {
+                self.cwnd += acked;
+            }
+            self.cwnd = self.cwnd.max(MIN_CWND_PKTS * self.smss);
+        }
+        if let (Some(hi), BbrMode::ProbeBw) = (self.inflight_hi, self.mode) {
+            self.cwnd = self.cwnd.min(hi.max(MIN_CWND_PKTS * self.smss));
+        }
+        if self.mode == BbrMode::ProbeRtt {
+            self.cwnd = self.cwnd.min(MIN_CWND_PKTS * self.smss);
+        }
+    }
+}
+
+/// SplitMix64's output function: a seeded choice without a global RNG.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+#[path = "bbr_tests.rs"]
+mod tests;

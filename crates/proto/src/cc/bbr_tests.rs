@@ -1,0 +1,195 @@
+//! BBR's filters and state machine against hand-worked traces, and a property test
+//! that the model's outputs stay finite and positive whatever arrives.
+
+use super::*;
+use crate::cc::delivery_rate::RateSampler;
+use proptest::prelude::*;
+
+const MSS: u64 = 1000;
+
+fn ms(n: u64) -> Instant {
+    Instant::from_nanos(n * 1_000_000)
+}
+
+/// A sender paced by its own model over a fluid bottleneck of `link` bytes/s and
+/// propagation RTT `rtt_ms`, with a FIFO of unbounded size: packets of `MSS` bytes
+/// leave at the pacing rate while the window allows; each is delivered when the
+/// bottleneck has serviced it plus the RTT. Returns the controller after
+/// `duration_ms`, and the largest queue seen after `settle_ms`, bytes.
+fn run_fluid(link: f64, rtt_ms: u64, duration_ms: u64, settle_ms: u64) -> (Bbr, f64, Vec<BbrMode>) {
+    let mut bbr = Bbr::new(BbrConfig::default(), MSS, 10 * MSS, Instant::ZERO);
+    let mut s = RateSampler::default();
+    let mut flight: std::collections::VecDeque<(Instant, crate::cc::SendState)> =
+        Default::default();
+    let step = 10_000u64; // 10 µs
+    let mut next_send = 0u64;
+    let mut link_free = 0u64; // when the bottleneck is free, ns
+    let mut max_queue = 0.0f64;
+    let mut modes = vec![BbrMode::Startup];
+    let rtt = rtt_ms * 1_000_000;
+    let mut t = 0;
+    while t < duration_ms * 1_000_000 {
+        let now = Instant::from_nanos(t);
+        // Deliveries due.
+        let prior = flight.len() as u64 * MSS;
+        s.begin_ack();
+        let mut any = false;
+        while flight.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, st) = flight.pop_front().unwrap();
+            s.on_delivered(now, &st, MSS);
+            any = true;
+        }
+        if any {
+            let rs = s.finish_ack(now, prior, Some(Duration::from_nanos(rtt)), bbr.min_rtt());
+            let in_flight = flight.len() as u64 * MSS;
+            bbr.on_ack(now, &rs, s.delivered(), in_flight);
+            if bbr.in_probe_rtt() {
+                s.on_app_limited(in_flight);
+            }
+            if *modes.last().unwrap() != bbr.mode() {
+                modes.push(bbr.mode());
+            }
+        }
+        // Sends due.
+        while t >= next_send && (flight.len() as u64 * MSS) < bbr.cwnd() {
+            let st = s.on_send(now, flight.len() as u64 * MSS);
+            let service = (MSS as f64 / link * 1e9) as u64;
+            link_free = link_free.max(t) + service;
+            if t >= settle_ms * 1_000_000 {
+                max_queue = max_queue.max((link_free - t) as f64 * link / 1e9);
+            }
+            flight.push_back((Instant::from_nanos(link_free + rtt), st));
+            next_send += (MSS as f64 / bbr.pacing_rate() * 1e9) as u64;
+        }
+        next_send = next_send.max(t.saturating_sub(step));
+        t += step;
+    }
+    (bbr, max_queue, modes)
+}
+
+/// On a clean 10 MB/s × 40 ms path BBR finds the bandwidth within its pacing
+/// margin, the RTT exactly, goes Startup → Drain → ProbeBW, and its queue stays
+/// near ProbeBW's quarter-BDP probe: 0.25 BDP over one min RTT, plus what is sent
+/// until the ACK that ends the phase and the quantisation packets; 0.3 BDP bounds
+/// it, and a standing queue (v1 without its drain phase) would exceed it.
+#[test]
+fn finds_the_bottleneck_and_keeps_the_queue_small() {
+    let link = 10e6;
+    let (bbr, max_queue, modes) = run_fluid(link, 40, 3000, 1000);
+    let bw = bbr.bandwidth() as f64;
+    assert!((bw - link).abs() / link < 0.02, "bw {bw}");
+    assert_eq!(bbr.min_rtt(), Some(Duration::from_millis(40)));
+    assert_eq!(
+        &modes[..3],
+        &[BbrMode::Startup, BbrMode::Drain, BbrMode::ProbeBw]
+    );
+    let bdp = link * 0.040;
+    assert!(
+        max_queue <= 0.3 * bdp,
+        "queue {max_queue} of BDP {bdp}"
+    );
+    // cwnd = 2 BDP + allowances, never above 3 BDP.
+    let cwnd = bbr.cwnd() as f64;
+    assert!(cwnd >= 2.0 * bdp && cwnd <= 3.0 * bdp, "cwnd {cwnd}");
+}
+
+/// The min-RTT estimate expires after 10 s: ProbeRTT holds the window at four
+/// packets for at least 200 ms and a round, then returns to ProbeBW.
+#[test]
+fn probe_rtt_runs_every_ten_seconds() {
+    let (_, _, modes) = run_fluid(10e6, 40, 10_600, 0);
+    assert!(modes.contains(&BbrMode::ProbeRtt), "{modes:?}");
+    assert_eq!(modes.last(), Some(&BbrMode::ProbeBw), "{modes:?}");
+}
+
+/// Hand-worked Startup exit: bandwidth samples 100, 200, 400, 450, 450, 450 (one
+/// per round) grow by a quarter until 400; three rounds below 1.25 × 400 = 500
+/// end Startup on the third.
+#[test]
+fn startup_ends_after_three_flat_rounds() {
+    let mut b = Bbr::new(BbrConfig::default(), MSS, 10 * MSS, Instant::ZERO);
+    let mut delivered = 0;
+    for (i, bw) in [100u64, 200, 400, 450, 450, 450].into_iter().enumerate() {
+        let rs = RateSample {
+            delivered: bw,
+            interval: Duration::from_secs(1),
+            prior_delivered: delivered,
+            newly_acked: bw,
+            ..RateSample::default()
+        };
+        delivered += bw;
+        b.on_ack(ms(i as u64 * 100), &rs, delivered, 1_000_000);
+        assert_eq!(b.round_count(), i as u64 + 1);
+        assert_eq!(b.full_bw_reached(), i == 5, "round {i}");
+    }
+    // Inflight is far above the BDP: Drain, paced at 1/2.885 of the estimate.
+    assert_eq!(b.mode(), BbrMode::Drain);
+    assert!((b.pacing_rate() - 450.0 * DRAIN_GAIN * 0.99).abs() < 1e-6);
+}
+
+/// v1 ignores loss; v3 bounds inflight after a round that lost more than 2 %.
+#[test]
+fn v3_bounds_inflight_after_excessive_loss_and_v1_does_not() {
+    for (cfg, bounded) in [(BbrConfig::default(), false), (BbrConfig::v3_loss(), true)] {
+        let mut b = Bbr::new(cfg, MSS, 10 * MSS, Instant::ZERO);
+        let mut delivered = 0;
+        // Three rounds to fill the pipe, then a round losing 5 %.
+        for i in 0..8u64 {
+            let lost = if i == 7 { 5 * MSS } else { 0 };
+            let rs = RateSample {
+                delivered: 100 * MSS,
+                interval: Duration::from_millis(100),
+                prior_delivered: delivered,
+                newly_acked: 100 * MSS,
+                newly_lost: lost,
+                losses: lost > 0,
+                prior_in_flight: 100 * MSS,
+                rtt: Some(Duration::from_millis(100)),
+                ..RateSample::default()
+            };
+            delivered += 100 * MSS;
+            b.on_ack(ms(i * 100), &rs, delivered, 100 * MSS);
+        }
+        assert_eq!(b.inflight_hi().is_some(), bounded, "{cfg:?}");
+    }
+}
+
+proptest! {
+    /// Whatever the acknowledgements say (rates, RTTs, losses, timeouts, app
+    /// limits), the pacing rate and window stay finite and positive.
+    #[test]
+    fn outputs_stay_finite_and_positive(
+        events in proptest::collection::vec(
+            (0u64..5_000_000, 0u64..2_000, 0u64..1_000_000, 0u64..50_000, any::<bool>(), 0u8..10),
+            1..400),
+        v3 in any::<bool>(),
+    ) {
+        let cfg = if v3 { BbrConfig::v3_loss() } else { BbrConfig::default() };
+        let mut b = Bbr::new(cfg, MSS, 10 * MSS, Instant::ZERO);
+        let mut now = 0u64;
+        let mut delivered = 0u64;
+        for (acked, interval_ms, rtt_us, lost, app_limited, kind) in events {
+            now += u64::from(kind) * 7_000_000 + 1;
+            if kind == 0 {
+                b.on_timeout(acked);
+            } else {
+                let rs = RateSample {
+                    delivered: acked,
+                    interval: Duration::from_millis(interval_ms),
+                    prior_delivered: delivered.saturating_sub(acked * u64::from(kind)),
+                    is_app_limited: app_limited,
+                    newly_acked: acked,
+                    newly_lost: lost,
+                    losses: lost > 0,
+                    prior_in_flight: acked * 3,
+                    rtt: (rtt_us > 0).then(|| Duration::from_micros(rtt_us)),
+                };
+                delivered += acked;
+                b.on_ack(Instant::from_nanos(now), &rs, delivered, acked * 2);
+            }
+            prop_assert!(b.pacing_rate().is_finite() && b.pacing_rate() > 0.0);
+            prop_assert!(b.cwnd() >= MIN_CWND_PKTS * MSS);
+            prop_assert!(b.cwnd() < u64::MAX / 2);
+        }
+    }
+}

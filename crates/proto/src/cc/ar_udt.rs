@@ -198,7 +198,7 @@ mod tests {
             max_cwnd_pkts: 64.0,
             snd_curr_seq: UdtSeqNumber::new(5000),
             ack_rtt_us,
-            nak_lost_pkts: 0,
+            ack_recv_rate_pps: 0,
         }
     }
 

@@ -272,14 +272,30 @@ impl Bbr {
     }
 
     /// One acknowledgement: update the model, then the pacing rate and window
-    /// (Linux `bbr_main`). `in_flight` is what is in flight after it.
+    /// (Linux `bbr_main`). `delivered` is the sampler's count after it, `in_flight`
+    /// what is in flight after it.
     pub fn on_ack(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
+        self.on_ack_with_rate(now, rs, rs.rate(), delivered, in_flight);
+    }
+
+    /// [`on_ack`](Self::on_ack) with the bandwidth sample, bytes per second, given
+    /// apart from the rate sample (an engine whose ACKs cannot time deliveries, such
+    /// as UDT's cumulative ones, measures it elsewhere); `None`: no sample, and no
+    /// round trip counted.
+    pub fn on_ack_with_rate(
+        &mut self,
+        now: Instant,
+        rs: &RateSample,
+        rate: Option<f64>,
+        delivered: u64,
+        in_flight: u64,
+    ) {
         if !self.has_seen_rtt {
             if let Some(rtt) = rs.rtt {
                 self.init_pacing_rate(Some(rtt));
             }
         }
-        self.update_bw(rs, delivered);
+        self.update_bw(rs, rate, delivered);
         self.update_loss_round(now, rs);
         self.update_ack_aggregation(now, rs);
         self.update_cycle_phase(now, rs);
@@ -303,9 +319,9 @@ impl Bbr {
 
     /// Counts rounds by delivered data and takes the bandwidth sample (Linux
     /// `bbr_update_bw`).
-    fn update_bw(&mut self, rs: &RateSample, delivered: u64) {
+    fn update_bw(&mut self, rs: &RateSample, rate: Option<f64>, delivered: u64) {
         self.round_start = false;
-        let Some(rate) = rs.rate() else { return };
+        let Some(rate) = rate else { return };
         // "packet-timed" round trips: a round ends when a packet sent after the
         // last round ended is delivered.
         if rs.prior_delivered >= self.next_round_delivered {
@@ -365,7 +381,7 @@ impl Bbr {
     /// `bbr_update_ack_aggregation`): the most data delivered beyond the model's
     /// rate within an epoch, over the last five to ten rounds.
     fn update_ack_aggregation(&mut self, now: Instant, rs: &RateSample) {
-        if rs.newly_acked == 0 || rs.rate().is_none() {
+        if rs.newly_acked == 0 || self.bw.get() == 0 {
             return;
         }
         if self.round_start {

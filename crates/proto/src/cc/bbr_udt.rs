@@ -2,18 +2,36 @@
 //!
 //! Only the rate decision changes. UDT's loss recovery (NAKs, the sender loss list,
 //! retransmission first, the EXP timer) is the engine's and stays as it is; BBR sets
-//! the sending period (`mss / pacing rate`) and the window (its cwnd in packets),
-//! which the engine already obeys.
+//! the sending period (`mss / pacing rate`) and the window, which the engine already
+//! obeys.
 //!
 //! What BBR needs that UDT4's controller interface does not carry, the adapter keeps
-//! itself: a delivery-rate snapshot per packet in flight ([`RateSampler`]), filled on
-//! every send and retransmission, and emptied by every ACK, light ones included
-//! (UDT4's rate control sees only full ACKs, once per SYN; a light ACK every 64
-//! packets gives BBR samples between them, which a short path needs). The RTT is the
-//! one the ACK carries (the receiver's, measured from ACK2): UDT acknowledges
-//! cumulatively, so the time from a packet's send to the ACK covering it includes
-//! the ACK timer and any wait for an earlier hole to be repaired, which is not the
-//! path's RTT.
+//! itself: per packet in flight, a delivery-rate snapshot ([`RateSampler`]) and
+//! whether it is in flight, known delivered or known lost. UDT acknowledges
+//! cumulatively and has no SACK, so three measurements are taken differently from a
+//! TCP sender's:
+//! - **What has arrived.** A UDT receiver sends a NAK the moment a packet arrives
+//!   beyond a gap, and a periodic NAK lists every loss below the highest packet
+//!   received. Either way the packet after a NAK's last range has arrived, and so
+//!   has every packet between the previous such point and it that the NAK does not
+//!   list. The adapter counts those as delivered when the NAK comes (SACK
+//!   information, inferred), and the window counts only packets in flight, not
+//!   those received behind a hole or lost and awaiting retransmission (which the
+//!   engine sends regardless of the window). Without this, every hole holds a round
+//!   trip of data against the window, and at 1 % loss the window, not the model,
+//!   sets the rate.
+//! - **Bandwidth.** When a hole is repaired the cumulative ACK still jumps over the
+//!   packets that arrived behind it since the last NAK, and the sender's sampler
+//!   would count them delivered at that moment: samples of up to twice the
+//!   bottleneck, which the max filter keeps and the pacing follows. The receiver sees
+//!   each packet arrive, and its receive rate (UDT4's median-filtered arrival rate,
+//!   in every full ACK) is the delivery rate at the far end: that is the bandwidth
+//!   sample. Round trips are counted on full ACKs, the ones that carry it.
+//! - **RTT.** From the send of the newest packet an ACK covers to the ACK, if that
+//!   packet was never retransmitted (Karn's rule). A light ACK leaves the moment its
+//!   64th packet arrives, so it times the path to within a packet; a full ACK waits
+//!   up to a SYN. The RTT field of an ACK is the receiver's smoothed estimate, which
+//!   starts at 100 ms before its first ACK2 and so cannot seed a minimum filter.
 
 use std::collections::VecDeque;
 
@@ -21,10 +39,27 @@ use super::bbr::{Bbr, BbrConfig, BbrMode};
 use super::delivery_rate::{RateSampler, SendState};
 use super::udt::{UdtInputs, UdtRateControl};
 use crate::seq::UdtSeqNumber;
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 /// UDT's initial window, packets (`CUDTCC`'s `m_dCWndSize`).
 const INITIAL_WINDOW_PKTS: u64 = 16;
+
+/// Where a packet sent and not yet cumulatively acknowledged is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    InFlight,
+    /// A NAK listed it; it is in flight again once retransmitted.
+    Lost,
+    /// A NAK showed it arrived.
+    Delivered,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    st: SendState,
+    retransmitted: bool,
+    fate: Fate,
+}
 
 /// BBR for a UDT sender.
 #[derive(Debug, Clone)]
@@ -32,9 +67,14 @@ pub struct BbrUdt {
     bbr: Bbr,
     sampler: RateSampler,
     mss: u64,
-    /// The first sequence number not yet acknowledged; `sent[0]` is its snapshot.
+    /// The first sequence number not yet acknowledged; `sent[0]` is its slot.
     front: UdtSeqNumber,
-    sent: VecDeque<SendState>,
+    sent: VecDeque<Slot>,
+    /// How many of `sent` are in flight.
+    in_flight_pkts: u64,
+    /// How many of `sent` (from the front) NAKs have accounted for: all of them
+    /// arrived or are listed lost.
+    known: usize,
 }
 
 impl BbrUdt {
@@ -48,6 +88,8 @@ impl BbrUdt {
             mss,
             front: snd_curr_seq.inc(),
             sent: VecDeque::new(),
+            in_flight_pkts: 0,
+            known: 0,
         }
     }
 
@@ -57,49 +99,120 @@ impl BbrUdt {
     }
 
     fn in_flight(&self) -> u64 {
-        self.sent.len() as u64 * self.mss
+        self.in_flight_pkts * self.mss
     }
 
-    /// Every packet before `ack` is delivered at `now`.
-    fn acknowledge(&mut self, now: Instant, ack: UdtSeqNumber, rtt: Option<Duration>) {
-        let n = self.front.offset_to(ack);
-        if n <= 0 {
+    fn index(&self, seq: UdtSeqNumber) -> Option<usize> {
+        usize::try_from(self.front.offset_to(seq)).ok()
+    }
+
+    /// Marks the slot `i` delivered now, if it was not already.
+    fn deliver(&mut self, now: Instant, i: usize) {
+        let Some(slot) = self.sent.get_mut(i) else {
             return;
+        };
+        if slot.fate == Fate::InFlight {
+            self.in_flight_pkts -= 1;
         }
-        let prior_in_flight = self.in_flight();
-        self.sampler.begin_ack();
-        for _ in 0..(n as usize).min(self.sent.len()) {
-            if let Some(st) = self.sent.pop_front() {
-                self.sampler.on_delivered(now, &st, self.mss);
-            }
+        if slot.fate != Fate::Delivered {
+            slot.fate = Fate::Delivered;
+            self.sampler.on_delivered(now, &slot.st, self.mss);
         }
-        self.front = ack;
+    }
+
+    /// Ends an acknowledgement's sample and hands it to the model.
+    fn finish(&mut self, now: Instant, prior_in_flight: u64, rtt_from: Option<Slot>, rate: Option<f64>) {
+        let rtt = rtt_from
+            .filter(|s| !s.retransmitted)
+            .map(|s| now.saturating_duration_since(s.st.sent_time()));
         let rs = self
             .sampler
             .finish_ack(now, prior_in_flight, rtt, self.bbr.min_rtt());
         let in_flight = self.in_flight();
         self.bbr
-            .on_ack(now, &rs, self.sampler.delivered(), in_flight);
+            .on_ack_with_rate(now, &rs, rate, self.sampler.delivered(), in_flight);
         if self.bbr.in_probe_rtt() {
             self.sampler.on_app_limited(in_flight);
         }
+    }
+
+    /// Every packet before `ack` is delivered at `now`; the receiver measured
+    /// `receiver_rate` bytes per second, if this is a full ACK that says.
+    fn acknowledge(&mut self, now: Instant, ack: UdtSeqNumber, receiver_rate: Option<f64>) {
+        let n = self.front.offset_to(ack);
+        if n <= 0 {
+            return;
+        }
+        let n = (n as usize).min(self.sent.len());
+        let prior_in_flight = self.in_flight();
+        self.sampler.begin_ack();
+        for i in 0..n {
+            self.deliver(now, i);
+        }
+        let newest = n.checked_sub(1).and_then(|i| self.sent.get(i).copied());
+        self.sent.drain(..n);
+        self.known = self.known.saturating_sub(n);
+        self.front = ack;
+        self.finish(now, prior_in_flight, newest, receiver_rate);
     }
 }
 
 impl UdtRateControl for BbrUdt {
     fn on_ack(&mut self, now: Instant, ack: UdtSeqNumber, inputs: &UdtInputs) {
-        let rtt = (inputs.ack_rtt_us > 0.0)
-            .then(|| Duration::from_nanos((inputs.ack_rtt_us * 1000.0) as u64));
-        self.acknowledge(now, ack, rtt);
+        let rate = (inputs.ack_recv_rate_pps > 0)
+            .then(|| f64::from(inputs.ack_recv_rate_pps) * self.mss as f64);
+        self.acknowledge(now, ack, rate);
     }
 
     fn on_light_ack(&mut self, now: Instant, ack: UdtSeqNumber) {
         self.acknowledge(now, ack, None);
     }
 
-    fn on_loss(&mut self, _now: Instant, _first_lost: UdtSeqNumber, inputs: &UdtInputs) {
-        self.sampler
-            .on_lost(u64::from(inputs.nak_lost_pkts) * self.mss);
+    fn on_loss(&mut self, _now: Instant, _first_lost: UdtSeqNumber, _inputs: &UdtInputs) {}
+
+    fn on_nak_ranges(&mut self, now: Instant, ranges: &[(UdtSeqNumber, UdtSeqNumber)]) {
+        let prior_in_flight = self.in_flight();
+        for &(a, b) in ranges {
+            let (Some(ia), Some(ib)) = (self.index(a), self.index(b)) else {
+                continue;
+            };
+            for i in ia..=ib.min(self.sent.len().saturating_sub(1)) {
+                let slot = &mut self.sent[i];
+                if slot.fate == Fate::InFlight {
+                    slot.fate = Fate::Lost;
+                    self.in_flight_pkts -= 1;
+                }
+            }
+        }
+        // The packet after the last range has arrived, and so has every packet
+        // since the last NAK's that this one does not list.
+        let Some(&(_, last)) = ranges.last() else {
+            return;
+        };
+        let Some(arrived) = self.index(last.inc()) else {
+            return;
+        };
+        let arrived = arrived.min(self.sent.len().saturating_sub(1));
+        if arrived < self.known {
+            return;
+        }
+        self.sampler.begin_ack();
+        let listed: Vec<(usize, usize)> = ranges
+            .iter()
+            .filter_map(|&(a, b)| Some((self.index(a)?, self.index(b)?)))
+            .collect();
+        let mut r = listed.into_iter();
+        let mut range = r.next();
+        for i in self.known..=arrived {
+            while range.is_some_and(|(_, hi)| hi < i) {
+                range = r.next();
+            }
+            if !range.is_some_and(|(lo, hi)| lo <= i && i <= hi) && self.sent[i].fate != Fate::Lost {
+                self.deliver(now, i);
+            }
+        }
+        self.known = arrived + 1;
+        self.finish(now, prior_in_flight, None, None);
     }
 
     fn on_timeout(&mut self, _now: Instant, _inputs: &UdtInputs) {
@@ -107,20 +220,33 @@ impl UdtRateControl for BbrUdt {
     }
 
     fn on_packet_sent(&mut self, now: Instant, seq: UdtSeqNumber) {
-        let Ok(i) = usize::try_from(self.front.offset_to(seq)) else {
+        let Some(i) = self.index(seq) else {
             return; // already acknowledged
         };
-        let in_flight = self.in_flight();
-        let st = self.sampler.on_send(now, in_flight);
-        match self.sent.get_mut(i) {
-            Some(slot) => *slot = st, // a retransmission: its newest send counts
-            None => {
-                // A new packet (a gap would mean one was sent without being
-                // reported; fill it with this send's state).
-                while self.sent.len() <= i {
-                    self.sent.push_back(st);
-                }
+        let st = self.sampler.on_send(now, self.in_flight());
+        if let Some(slot) = self.sent.get_mut(i) {
+            // A retransmission (after a NAK, or EXP's go-back-N): in flight again,
+            // and its newest send is the one a sample measures from.
+            if slot.fate != Fate::InFlight {
+                self.in_flight_pkts += 1;
             }
+            *slot = Slot {
+                st,
+                retransmitted: true,
+                fate: Fate::InFlight,
+            };
+            self.sampler.on_lost(self.mss);
+            return;
+        }
+        // A new packet (a gap would mean one was sent without being reported; fill
+        // it with this send's state).
+        while self.sent.len() <= i {
+            self.sent.push_back(Slot {
+                st,
+                retransmitted: false,
+                fate: Fate::InFlight,
+            });
+            self.in_flight_pkts += 1;
         }
     }
 
@@ -133,8 +259,11 @@ impl UdtRateControl for BbrUdt {
         }
     }
 
+    /// BBR's window, plus the packets the engine counts as unacknowledged that are
+    /// not in flight (arrived behind a hole, or lost and awaiting retransmission).
     fn cwnd_pkts(&self) -> f64 {
-        self.bbr.cwnd() as f64 / self.mss as f64
+        let not_in_flight = self.sent.len() as u64 - self.in_flight_pkts;
+        (self.bbr.cwnd() / self.mss + not_in_flight) as f64
     }
 
     fn in_slow_start(&self) -> bool {

@@ -77,8 +77,9 @@ pub struct UdtInputs {
     /// The RTT field of the ACK being processed, µs (AR-UDT's `R[t]`; 0 when not an
     /// ACK).
     pub ack_rtt_us: f64,
-    /// How many packets the NAK being processed reports lost (0 when not a NAK).
-    pub nak_lost_pkts: u32,
+    /// The receive rate the full ACK being processed reports, packets per second,
+    /// before the sender's smoothing (0 when not a full ACK or not measured).
+    pub ack_recv_rate_pps: u32,
 }
 
 /// The events a UDT rate controller reacts to; the engine is generic over it, so UDT
@@ -90,6 +91,10 @@ pub trait UdtRateControl: core::fmt::Debug + Send {
     fn on_loss(&mut self, now: Instant, first_lost: UdtSeqNumber, inputs: &UdtInputs);
     /// The EXP timer expired.
     fn on_timeout(&mut self, now: Instant, inputs: &UdtInputs);
+    /// A NAK arrived listing `ranges` (first and last sequence number of each, in
+    /// order), after [`on_loss`](Self::on_loss). UDT4's controllers need only the
+    /// first loss.
+    fn on_nak_ranges(&mut self, _now: Instant, _ranges: &[(UdtSeqNumber, UdtSeqNumber)]) {}
     /// A light ACK (every 64 packets, no rates or RTT) acknowledged everything
     /// before `ack`. UDT4's controllers do not see these.
     fn on_light_ack(&mut self, _now: Instant, _ack: UdtSeqNumber) {}
@@ -324,7 +329,7 @@ mod tests {
             max_cwnd_pkts: 25_600.0,
             snd_curr_seq: UdtSeqNumber::new(1000),
             ack_rtt_us: 100_000.0,
-            nak_lost_pkts: 0,
+            ack_recv_rate_pps: 0,
         }
     }
 

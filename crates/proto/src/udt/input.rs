@@ -308,6 +308,7 @@ impl UdtConnection {
         }
         let mut inputs = self.inputs();
         inputs.ack_rtt_us = f64::from(rtt);
+        inputs.ack_recv_rate_pps = rates.map_or(0, |(r, _)| r);
         rate!(self, c => c.on_ack(now, ack, &inputs));
     }
 
@@ -325,12 +326,14 @@ impl UdtConnection {
         let Some((first, _)) = list.ranges().next() else {
             return;
         };
-        let mut inputs = self.inputs();
-        inputs.nak_lost_pkts = list
-            .ranges()
-            .map(|(a, b)| a.len_to(b))
-            .fold(0u32, u32::saturating_add);
+        let inputs = self.inputs();
         rate!(self, c => c.on_loss(now, first, &inputs));
+        // Only BBR reads the whole list (as SACK information); the others are spared
+        // collecting it.
+        if let AnyRate::Bbr(c) = &mut self.cc {
+            let ranges: Vec<_> = list.ranges().collect();
+            c.on_nak_ranges(now, &ranges);
+        }
         for (a, b) in list.ranges() {
             let (Some(ia), Some(ib)) = (
                 self.index_of(a, self.snd_last_ack),

@@ -564,7 +564,7 @@ impl UdtConnection {
             max_cwnd_pkts: f64::from(self.cfg.flight_flag_size),
             snd_curr_seq: self.seq_of(self.snd_next).dec(),
             ack_rtt_us: 0.0,
-            nak_lost_pkts: 0,
+            ack_recv_rate_pps: 0,
         }
     }
     fn cookie(&self, peer_id: u32, now: Instant) -> u32 {

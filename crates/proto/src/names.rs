@@ -6,7 +6,7 @@
 use core::fmt;
 
 use crate::cc::{
-    ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, SpwScope, UdtConfig, UdtProfile,
+    ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, LhChanges, SpwScope, UdtConfig, UdtProfile,
 };
 use crate::sctp::SctpConfig;
 use crate::tcp::TcpConfig;
@@ -113,13 +113,14 @@ impl core::str::FromStr for CcAlgorithm {
 
 impl RateControl {
     /// The names of UDT's rate controls.
-    pub const NAMES: &'static [&'static str] = &["udt", "ar-udt", "bbr", "bbr-v3"];
+    pub const NAMES: &'static [&'static str] = &["udt", "ar-udt", "bbr", "bbr-v3", "bbr-lh"];
 
     /// Its name.
     pub fn name(&self) -> &'static str {
         match self {
             RateControl::Udt(_) => "udt",
             RateControl::ArUdt(..) => "ar-udt",
+            RateControl::Bbr(c) if c.lh != LhChanges::NONE => "bbr-lh",
             RateControl::Bbr(c) if c.loss_threshold.is_some() => "bbr-v3",
             RateControl::Bbr(_) => "bbr",
         }
@@ -149,6 +150,7 @@ impl RateControl {
             "ar-udt" => Ok(RateControl::ArUdt(udt, ArUdtConfig::default())),
             "bbr" => Ok(RateControl::Bbr(bbr(BbrConfig::default()))),
             "bbr-v3" => Ok(RateControl::Bbr(bbr(BbrConfig::v3_loss()))),
+            "bbr-lh" => Ok(RateControl::Bbr(bbr(BbrConfig::lh()))),
             _ => Err(unknown(name, Self::NAMES)),
         }
     }

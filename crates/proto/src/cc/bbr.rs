@@ -89,6 +89,52 @@ pub struct BbrConfig {
     /// Seeds which ProbeBW phase the first cycle starts in (Linux picks it at random
     /// so flows do not probe in step).
     pub seed: u64,
+    /// longhaul's departures from BBR (`bbr-lh`); [`LhChanges::NONE`] is BBR.
+    pub lh: LhChanges,
+}
+
+/// longhaul's changes to BBR, each aimed at a fault BBR shows on long fat paths,
+/// each a knob so its effect can be measured alone (docs/bbr.md has the
+/// measurements). [`LhChanges::NONE`] turns them all off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LhChanges {
+    /// A min-RTT sample no more than this fraction above the estimate confirms it
+    /// (restarts its 10 s expiry) without replacing it. In v1 only a lower sample
+    /// does, so a flow whose queue ProbeBW's 0.75 phase already drains still runs
+    /// ProbeRTT every 10 s, each time holding 4 packets in flight for 200 ms and a
+    /// round: 4 % of a 200 ms path's time. A path whose RTT grew gives no confirming
+    /// sample, so ProbeRTT still finds the new one. 0: v1.
+    pub min_rtt_confirm: f64,
+    /// Startup ends after one round that grew the bandwidth by less than a quarter
+    /// if the RTT then shows a queue of this fraction of the min RTT: the pipe is
+    /// full and more rounds only build the queue (v1 waits three, putting up to
+    /// 2.9 BDP in flight, which overflows a 1-BDP buffer). `None`: v1.
+    pub startup_queue_exit: Option<f64>,
+    /// In Startup the window grows by this multiple of what is acknowledged (v1: 1,
+    /// doubling per round); 2 lets it follow Startup's 2.89 pacing gain, so a path
+    /// of BDP `B` packets fills in `log_2.89(B / 16)` rounds instead of `log_2`.
+    pub startup_growth: f64,
+    /// The pacing margin (v1: 1 %). `bbr-lh` keeps v1's: without it a 1 ms path
+    /// keeps a standing queue of a third of its RTT, for under 1 % more goodput at
+    /// 200 ms.
+    pub pacing_margin: f64,
+}
+
+impl LhChanges {
+    /// BBR as Linux runs it.
+    pub const NONE: LhChanges = LhChanges {
+        min_rtt_confirm: 0.0,
+        startup_queue_exit: None,
+        startup_growth: 1.0,
+        pacing_margin: PACING_MARGIN,
+    };
+    /// All of longhaul's changes.
+    pub const ALL: LhChanges = LhChanges {
+        min_rtt_confirm: 0.025,
+        startup_queue_exit: Some(0.25),
+        startup_growth: 2.0,
+        pacing_margin: PACING_MARGIN,
+    };
 }
 
 impl Default for BbrConfig {
@@ -97,6 +143,7 @@ impl Default for BbrConfig {
             loss_threshold: None,
             quantization_pkts: 3,
             seed: 0,
+            lh: LhChanges::NONE,
         }
     }
 }
@@ -107,6 +154,15 @@ impl BbrConfig {
         BbrConfig {
             loss_threshold: Some(V3_LOSS_THRESHOLD),
             ..BbrConfig::default()
+        }
+    }
+
+    /// `bbr-lh`: BBR with all of longhaul's changes and v3's loss bound (which
+    /// four flows on one bottleneck need to share it evenly; docs/bbr.md).
+    pub fn lh() -> Self {
+        BbrConfig {
+            lh: LhChanges::ALL,
+            ..BbrConfig::v3_loss()
         }
     }
 }
@@ -151,6 +207,8 @@ pub struct Bbr {
     /// Bytes per second.
     pacing_rate: f64,
     has_seen_rtt: bool,
+    /// The last RTT sample.
+    last_rtt: Option<Duration>,
     extra_acked: [u64; 2],
     extra_acked_idx: usize,
     extra_acked_rounds: u64,
@@ -160,6 +218,7 @@ pub struct Bbr {
     round_delivered: u64,
     round_lost: u64,
     round_loss_events: u32,
+    round_bounded: bool,
     /// v3: the bound on inflight set by excessive loss.
     inflight_hi: Option<u64>,
 }
@@ -191,6 +250,7 @@ impl Bbr {
             prior_cwnd: 0,
             pacing_rate: 0.0,
             has_seen_rtt: false,
+            last_rtt: None,
             extra_acked: [0; 2],
             extra_acked_idx: 0,
             extra_acked_rounds: 0,
@@ -199,6 +259,7 @@ impl Bbr {
             round_delivered: 0,
             round_lost: 0,
             round_loss_events: 0,
+            round_bounded: false,
             inflight_hi: None,
         };
         b.init_pacing_rate(None);
@@ -249,7 +310,8 @@ impl Bbr {
             .unwrap_or(Duration::from_millis(1))
             .max(Duration::from_micros(1));
         self.has_seen_rtt = srtt.is_some();
-        self.pacing_rate = self.cwnd as f64 / rtt.as_secs_f64() * HIGH_GAIN * (1.0 - PACING_MARGIN);
+        self.pacing_rate =
+            self.cwnd as f64 / rtt.as_secs_f64() * HIGH_GAIN * (1.0 - self.cfg.lh.pacing_margin);
     }
 
     /// `gain × BDP`, bytes; the initial window while no RTT is known.
@@ -294,6 +356,9 @@ impl Bbr {
             if let Some(rtt) = rs.rtt {
                 self.init_pacing_rate(Some(rtt));
             }
+        }
+        if rs.rtt.is_some() {
+            self.last_rtt = rs.rtt;
         }
         self.update_bw(rs, rate, delivered);
         self.update_loss_round(now, rs);
@@ -347,16 +412,28 @@ impl Bbr {
         if rs.losses {
             self.round_loss_events += 1;
         }
-        // v3 grows the bound back while probing up (draft: "BBRProbeInflightHiUpward"),
-        // here by what is delivered, doubling it each probing round.
-        if self.pacing_gain > 1.0 && !rs.losses {
+        // The loss rate of a round: judged when the round ends, or earlier once
+        // the losses exceed the threshold of a whole flight (the draft compares a
+        // sample's losses with the inflight of when the lost packet left), so that a
+        // few losses early in a round are not read as a high rate.
+        let sent = self.round_delivered + self.round_lost;
+        let flight = if self.round_start {
+            sent
+        } else {
+            sent.max(rs.prior_in_flight)
+        };
+        let too_high = flight > 0 && self.round_lost as f64 > thresh * flight as f64;
+        // v3 grows the bound back while probing up and the round's loss rate is
+        // tolerable (draft: "BBRProbeInflightHiUpward"), here by what is delivered,
+        // doubling it each probing round.
+        if self.pacing_gain > 1.0 && !too_high {
             if let Some(hi) = self.inflight_hi.as_mut() {
                 *hi += rs.newly_acked;
             }
         }
-        let sent = self.round_delivered + self.round_lost;
-        let too_high = sent > 0 && self.round_lost as f64 > thresh * sent as f64;
-        if too_high && rs.losses {
+        // Once per round: the bound answers the round's loss rate, not each loss.
+        if too_high && !self.round_bounded {
+            self.round_bounded = true;
             // "BBRHandleInflightTooHigh": inflight_hi = max(inflight, beta × target).
             let target = self.inflight(self.bw.get(), 1.0);
             let bound = rs.prior_in_flight.max((BETA * target as f64) as u64);
@@ -374,6 +451,7 @@ impl Bbr {
             self.round_delivered = 0;
             self.round_lost = 0;
             self.round_loss_events = 0;
+            self.round_bounded = false;
         }
     }
 
@@ -461,7 +539,11 @@ impl Bbr {
             return;
         }
         self.full_bw_count += 1;
-        self.full_bw_reached = self.full_bw_count >= FULL_BW_ROUNDS;
+        let queue_shows = match (self.cfg.lh.startup_queue_exit, self.last_rtt, self.min_rtt) {
+            (Some(f), Some(rtt), Some(min)) => rtt.as_secs_f64() > min.as_secs_f64() * (1.0 + f),
+            _ => false,
+        };
+        self.full_bw_reached = self.full_bw_count >= FULL_BW_ROUNDS || queue_shows;
     }
 
     /// Startup → Drain when the pipe is full; Drain → ProbeBW when the queue is
@@ -490,6 +572,11 @@ impl Bbr {
         if let Some(rtt) = rs.rtt {
             if self.min_rtt.is_none_or(|m| rtt < m) || expired {
                 self.min_rtt = Some(rtt);
+                self.min_rtt_stamp = now;
+            } else if self.min_rtt.is_some_and(|m| {
+                rtt.as_secs_f64() <= m.as_secs_f64() * (1.0 + self.cfg.lh.min_rtt_confirm)
+                    && self.cfg.lh.min_rtt_confirm > 0.0
+            }) {
                 self.min_rtt_stamp = now;
             }
         }
@@ -547,7 +634,7 @@ impl Bbr {
         if bw == 0 {
             return;
         }
-        let rate = bw as f64 * self.pacing_gain * (1.0 - PACING_MARGIN);
+        let rate = bw as f64 * self.pacing_gain * (1.0 - self.cfg.lh.pacing_margin);
         if self.full_bw_reached || rate > self.pacing_rate {
             self.pacing_rate = rate;
         }
@@ -562,7 +649,7 @@ impl Bbr {
             if self.full_bw_reached {
                 self.cwnd = (self.cwnd + acked).min(target);
             } else if self.cwnd < target || bw == 0 {
-                self.cwnd += acked;
+                self.cwnd += (acked as f64 * self.cfg.lh.startup_growth) as u64;
             }
             self.cwnd = self.cwnd.max(MIN_CWND_PKTS * self.smss);
         }

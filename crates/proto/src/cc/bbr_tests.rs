@@ -84,10 +84,7 @@ fn finds_the_bottleneck_and_keeps_the_queue_small() {
         &[BbrMode::Startup, BbrMode::Drain, BbrMode::ProbeBw]
     );
     let bdp = link * 0.040;
-    assert!(
-        max_queue <= 0.3 * bdp,
-        "queue {max_queue} of BDP {bdp}"
-    );
+    assert!(max_queue <= 0.3 * bdp, "queue {max_queue} of BDP {bdp}");
     // cwnd = 2 BDP + allowances, never above 3 BDP.
     let cwnd = bbr.cwnd() as f64;
     assert!(cwnd >= 2.0 * bdp && cwnd <= 3.0 * bdp, "cwnd {cwnd}");

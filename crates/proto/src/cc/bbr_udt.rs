@@ -43,6 +43,8 @@ use crate::time::Instant;
 
 /// UDT's initial window, packets (`CUDTCC`'s `m_dCWndSize`).
 const INITIAL_WINDOW_PKTS: u64 = 16;
+/// UDT sends a packet pair every this many packets.
+const PAIR_EVERY: f64 = 16.0;
 
 /// Where a packet sent and not yet cumulatively acknowledged is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +123,13 @@ impl BbrUdt {
     }
 
     /// Ends an acknowledgement's sample and hands it to the model.
-    fn finish(&mut self, now: Instant, prior_in_flight: u64, rtt_from: Option<Slot>, rate: Option<f64>) {
+    fn finish(
+        &mut self,
+        now: Instant,
+        prior_in_flight: u64,
+        rtt_from: Option<Slot>,
+        rate: Option<f64>,
+    ) {
         let rtt = rtt_from
             .filter(|s| !s.retransmitted)
             .map(|s| now.saturating_duration_since(s.st.sent_time()));
@@ -178,9 +186,12 @@ impl UdtRateControl for BbrUdt {
             };
             for i in ia..=ib.min(self.sent.len().saturating_sub(1)) {
                 let slot = &mut self.sent[i];
+                // A loss counts once per transmission: a periodic NAK re-reporting a
+                // packet not yet resent is not a new one.
                 if slot.fate == Fate::InFlight {
                     slot.fate = Fate::Lost;
                     self.in_flight_pkts -= 1;
+                    self.sampler.on_lost(self.mss);
                 }
             }
         }
@@ -207,7 +218,8 @@ impl UdtRateControl for BbrUdt {
             while range.is_some_and(|(_, hi)| hi < i) {
                 range = r.next();
             }
-            if !range.is_some_and(|(lo, hi)| lo <= i && i <= hi) && self.sent[i].fate != Fate::Lost {
+            if !range.is_some_and(|(lo, hi)| lo <= i && i <= hi) && self.sent[i].fate != Fate::Lost
+            {
                 self.deliver(now, i);
             }
         }
@@ -235,7 +247,6 @@ impl UdtRateControl for BbrUdt {
                 retransmitted: true,
                 fate: Fate::InFlight,
             };
-            self.sampler.on_lost(self.mss);
             return;
         }
         // A new packet (a gap would mean one was sent without being reported; fill
@@ -250,10 +261,14 @@ impl UdtRateControl for BbrUdt {
         }
     }
 
+    /// The period that makes the engine send at BBR's pacing rate. UDT sends a
+    /// packet pair every 16 packets (the second at once, without a period), so 16
+    /// packets take 15 periods: a period of `mss / rate` would send 16/15 of the
+    /// rate, 6.7 % above the model, which is a standing queue at a bottleneck.
     fn pkt_snd_period_us(&self) -> f64 {
         let rate = self.bbr.pacing_rate();
         if rate > 0.0 {
-            self.mss as f64 * 1e6 / rate
+            self.mss as f64 * 1e6 / rate * PAIR_EVERY / (PAIR_EVERY - 1.0)
         } else {
             1.0
         }

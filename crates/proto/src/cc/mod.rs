@@ -24,7 +24,7 @@ mod sctp;
 mod udt;
 
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
-pub use bbr::{Bbr, BbrConfig, BbrMode};
+pub use bbr::{Bbr, BbrConfig, BbrMode, LhChanges};
 pub use bbr_udt::BbrUdt;
 pub use cubic::{Cubic, CubicConfig};
 pub use delivery_rate::{RateSample, RateSampler, SendState};

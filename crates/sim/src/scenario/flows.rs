@@ -5,7 +5,7 @@
 use crate::app::{Arrivals, Files, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlowSpec};
 use crate::topology::{NodeKind, Topology};
 use longhaul_model::units::{parse_rate, parse_size};
-use longhaul_proto::cc::{ArUdtConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
+use longhaul_proto::cc::{ArUdtConfig, BbrConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
 use longhaul_proto::cc::{Avoidance, CcAlgorithm};
 use longhaul_proto::rtt::RtoConfig;
 use longhaul_proto::sctp::SctpConfig;
@@ -13,8 +13,11 @@ use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
 use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
 use longhaul_proto::{Duration, Instant};
 
-use super::schema::{FilesFile, SctpFlowFile, TcpFlowFile, UdpFlowFile, UdtFlowFile};
+use super::schema::{BbrFile, FilesFile, SctpFlowFile, TcpFlowFile, UdpFlowFile, UdtFlowFile};
 use super::{Loader, ScenarioError, MAX_MESSAGE};
+
+/// What a `bbr` table on a flow whose control is not BBR is told.
+const BBR_ONLY: &str = "applies to cc = \"bbr\", \"bbr-v3\" or \"bbr-lh\" only";
 
 impl Loader<'_> {
     pub(super) fn host(
@@ -356,9 +359,15 @@ impl Loader<'_> {
                 if u.spw_scope.is_some() {
                     return Err(self.err(k("spw_scope"), "applies to cc = \"ar-udt\" only"));
                 }
+                if u.bbr.is_some() {
+                    return Err(self.err(k("bbr"), BBR_ONLY));
+                }
                 RateControl::Udt(udt)
             }
             RateControl::ArUdt(_, d) => {
+                if u.bbr.is_some() {
+                    return Err(self.err(k("bbr"), BBR_ONLY));
+                }
                 let scope = match u.spw_scope.as_deref() {
                     None => SpwScope::default(),
                     Some(o) => o
@@ -411,7 +420,7 @@ impl Loader<'_> {
                         ));
                     }
                 }
-                RateControl::Bbr(b)
+                RateControl::Bbr(self.bbr_knobs(b, u.bbr.as_ref(), &k("bbr"))?)
             }
         };
         let nak_report = match u.nak_report.as_deref() {
@@ -475,6 +484,45 @@ impl Loader<'_> {
 
     /// A flow or transfer that starts at or after the end of the run would never send
     /// (most likely a unit slip, "100s" for "100ms"): an error, not an empty result.
+    /// The preset `b` with the knobs of a flow's `bbr` table (at `key`) over it.
+    fn bbr_knobs(
+        &self,
+        mut b: BbrConfig,
+        f: Option<&BbrFile>,
+        key: &str,
+    ) -> Result<BbrConfig, ScenarioError> {
+        let Some(f) = f else { return Ok(b) };
+        let k = |n: &str| format!("{key}.{n}");
+        let fraction = |name: &str, v: Option<f64>, max: f64| match v {
+            Some(x) if !(x.is_finite() && (0.0..=max).contains(&x)) => {
+                Err(self.err(k(name), format!("is {x}; need a number from 0 to {max}")))
+            }
+            _ => Ok(v),
+        };
+        if let Some(t) = fraction("loss_threshold", f.loss_threshold, 1.0)? {
+            b.loss_threshold = (t > 0.0).then_some(t);
+        }
+        if let Some(c) = fraction("min_rtt_confirm", f.min_rtt_confirm, 1.0)? {
+            b.lh.min_rtt_confirm = c;
+        }
+        if let Some(q) = fraction("startup_queue_exit", f.startup_queue_exit, 10.0)? {
+            b.lh.startup_queue_exit = (q > 0.0).then_some(q);
+        }
+        if let Some(g) = fraction("startup_growth", f.startup_growth, 4.0)? {
+            if g < 1.0 {
+                return Err(self.err(
+                    k("startup_growth"),
+                    format!("is {g}; need 1 to 4 (1 is BBR's)"),
+                ));
+            }
+            b.lh.startup_growth = g;
+        }
+        if let Some(m) = fraction("pacing_margin", f.pacing_margin, 0.5)? {
+            b.lh.pacing_margin = m;
+        }
+        Ok(b)
+    }
+
     pub(super) fn starts_in_run(
         &self,
         key: &str,

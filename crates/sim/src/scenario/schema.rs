@@ -368,6 +368,20 @@ pub(super) struct UdtFlowFile {
     pub(super) alpha: Option<f64>,
     pub(super) beta: Option<f64>,
     pub(super) spw_scope: Option<String>,
+    pub(super) bbr: Option<BbrFile>,
+}
+
+/// BBR's knobs (`cc = "bbr"`, `"bbr-v3"` or `"bbr-lh"`), over the named preset's.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BbrFile {
+    /// v3's loss threshold; 0 turns the loss bound off.
+    pub(super) loss_threshold: Option<f64>,
+    pub(super) min_rtt_confirm: Option<f64>,
+    /// 0 turns the early exit off.
+    pub(super) startup_queue_exit: Option<f64>,
+    pub(super) startup_growth: Option<f64>,
+    pub(super) pacing_margin: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -285,3 +285,62 @@ impl UdtRateControl for BbrUdt {
         self.bbr.mode() == BbrMode::Startup
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1500;
+
+    fn sender(n: u32) -> BbrUdt {
+        let mut b = BbrUdt::new(
+            BbrConfig::default(),
+            MSS,
+            Instant::ZERO,
+            UdtSeqNumber::new(99),
+        );
+        for i in 0..n {
+            b.on_packet_sent(
+                Instant::from_nanos(u64::from(i) * 1000),
+                UdtSeqNumber::new(100 + i),
+            );
+        }
+        b
+    }
+
+    /// A NAK for 103–104 shows 105 arrived, and with it 100–102: six packets
+    /// leave the flight (four delivered, two lost), and the window the engine sees
+    /// grows by them. Resending 103 puts it back in flight; a periodic NAK listing
+    /// 104 again (not yet resent) counts no new loss.
+    #[test]
+    fn naks_are_read_as_sack() {
+        let mut b = sender(10);
+        let cwnd0 = b.cwnd_pkts();
+        let nak = [(UdtSeqNumber::new(103), UdtSeqNumber::new(104))];
+        b.on_nak_ranges(Instant::from_nanos(50_000_000), &nak);
+        assert_eq!(b.in_flight_pkts, 4, "106-109 are still in flight");
+        assert_eq!(b.sampler.delivered(), 4 * u64::from(MSS), "100-102 and 105");
+        assert_eq!(b.sampler.lost(), 2 * u64::from(MSS));
+        // Six out of the flight, and Startup grew BBR's window by the four delivered.
+        assert_eq!(b.cwnd_pkts(), cwnd0 + 6.0 + 4.0);
+        b.on_packet_sent(Instant::from_nanos(60_000_000), UdtSeqNumber::new(103));
+        assert_eq!(b.in_flight_pkts, 5);
+        let again = [(UdtSeqNumber::new(104), UdtSeqNumber::new(104))];
+        b.on_nak_ranges(Instant::from_nanos(70_000_000), &again);
+        assert_eq!(b.sampler.lost(), 2 * u64::from(MSS));
+        // The cumulative ACK past 105 delivers only 103 and 104 anew.
+        b.on_light_ack(Instant::from_nanos(80_000_000), UdtSeqNumber::new(106));
+        assert_eq!(b.sampler.delivered(), 6 * u64::from(MSS));
+        assert_eq!(b.sent.len(), 4);
+    }
+
+    /// The period makes 16 packets (one pair among them) take 16 packets' time at
+    /// the pacing rate.
+    #[test]
+    fn period_pays_for_the_packet_pair() {
+        let b = sender(0);
+        let rate = b.bbr().pacing_rate();
+        let per_packet = f64::from(MSS) / rate * 1e6;
+        assert!((b.pkt_snd_period_us() * 15.0 - per_packet * 16.0).abs() < 1e-6);
+    }
+}

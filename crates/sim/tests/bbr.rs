@@ -1,0 +1,107 @@
+//! BBR driving UDT on the AR-UDT study's long lossy path (issue 34's acceptance):
+//! goodput against the grid's floors, no standing queue, and four flows sharing one
+//! bottleneck.
+//!
+//! The path: 1 Gb/s, RTT 200 ms (or 1 ms), a one-BDP DropTail queue, 60 s. UDT's
+//! buffers are 131 072 packets (190 MB), eight BDPs: UDT acknowledges cumulatively,
+//! so the receiver holds everything behind a hole until it is repaired, and at 1 %
+//! loss with the ns-2 model's periodic NAK a lost retransmission keeps a hole open
+//! for several round trips (65 536 packets measured 278–348 Mb/s at 1e-2, the window
+//! then stalling the sender; 131 072 measured 736).
+
+mod common;
+
+use longhaul_model::fairness::jain;
+
+const BUFFERS: &str = "recv_buffer_pkts = 131072\nsend_buffer_pkts = 131072\nflight_flag_size = 131072\nnak_report = \"periodic\"\n";
+
+fn flows(cc: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "[[flow]]\nprotocol = \"udt\"\ncc = \"{cc}\"\nstart = \"{}ms\"\n{BUFFERS}",
+                i * 500
+            )
+        })
+        .collect()
+}
+
+/// Goodput of one `cc` flow, Mb/s, on 1 Gb/s with `one_way` delay and `loss`.
+fn goodput(cc: &str, one_way: &str, loss: f64) -> f64 {
+    let text = common::chain("60s", "1Gbps", one_way, "1bdp", loss, &flows(cc, 1));
+    common::run(&text).summary.flows[0].goodput_mbps
+}
+
+/// The floors of issue 34 for `bbr-lh` at RTT 200 ms: ≥ 930 Mb/s with no loss,
+/// ≥ 900 at 1e-4, ≥ 850 at 1e-3, ≥ 600 at 1e-2. Measured 934.6, 922.4, 878.4 and
+/// 752.4 (the payload's share of the link is 970.7: 1456 of each 1500 bytes). The
+/// first floor is within 0.5 % of what this path allows at all: Startup takes
+/// about 2.5 s of the 60 at this RTT.
+#[test]
+fn bbr_lh_holds_a_long_lossy_link() {
+    for (loss, floor) in [(0.0, 930.0), (1e-4, 900.0), (1e-3, 850.0), (1e-2, 600.0)] {
+        let g = goodput("bbr-lh", "100ms", loss);
+        assert!(g >= floor, "loss {loss}: {g:.1} Mb/s < {floor}");
+    }
+}
+
+/// And at RTT 1 ms with no loss, ≥ 900 (measured 958.5). BBR as Linux runs it
+/// (`bbr`) meets the 1 ms floor too (935.5), but not the 200 ms ones: its ProbeRTT
+/// every 10 s and its slower Startup cost it 893.4 with no loss.
+#[test]
+fn bbr_fills_a_short_path_and_v1_falls_short_on_the_long_one() {
+    let short = goodput("bbr-lh", "0.5ms", 0.0);
+    assert!(short >= 900.0, "{short:.1}");
+    let v1_short = goodput("bbr", "0.5ms", 0.0);
+    assert!(v1_short >= 900.0, "{v1_short:.1}");
+    let v1_long = goodput("bbr", "100ms", 0.0);
+    assert!(
+        (850.0..930.0).contains(&v1_long),
+        "v1 at 200 ms: {v1_long:.1}"
+    );
+}
+
+/// No standing queue: with no random loss, the mean queueing delay at the
+/// bottleneck over the last 30 s is at most a quarter of the minimum RTT (sampled
+/// every 10 ms; measured 4.5 % at 200 ms). UDT's own control keeps the queue full
+/// here, which is the contrast.
+#[test]
+fn no_standing_queue() {
+    for (cc, max_share) in [("bbr-lh", 0.25), ("bbr", 0.25)] {
+        let text = common::chain("60s", "1Gbps", "100ms", "1bdp", 0.0, &flows(cc, 1))
+            .replace("seed = 1", "seed = 1\nsample_interval = \"10ms\"");
+        let r = common::run(&text);
+        let i = r.link_names.iter().position(|n| n == "link1").unwrap();
+        let q = &r.queue_series[i];
+        let last = &q[q.len() - 3000..];
+        let mean_pkts = last.iter().map(|&x| f64::from(x)).sum::<f64>() / last.len() as f64;
+        // 1500-byte packets at 1 Gb/s: 12 µs each.
+        let delay = mean_pkts * 12e-6;
+        assert!(
+            delay <= max_share * 0.200,
+            "{cc}: mean queueing delay {:.1} ms",
+            delay * 1e3
+        );
+    }
+}
+
+/// Four `bbr-lh` flows on one bottleneck (RTT 100 ms, starting 0.5 s apart) share
+/// it: Jain's index ≥ 0.95 over the last 30 s (measured 0.987; without v3's loss
+/// bound 0.951). Together they carry 809 Mb/s of goodput: like Linux's BBR v1,
+/// several flows together overestimate the bottleneck, sit on their windows with a
+/// standing queue of half the RTT and lose about 8 % at the 1-BDP queue, and v3's
+/// bound as here built does not cure that (see docs/bbr.md).
+#[test]
+fn four_flows_share_fairly() {
+    let text = common::chain("60s", "1Gbps", "50ms", "1bdp", 0.0, &flows("bbr-lh", 4));
+    let r = common::run(&text);
+    let last30: Vec<f64> = r
+        .goodput_series
+        .iter()
+        .map(|s| s[s.len() - 30..].iter().sum::<f64>())
+        .collect();
+    let j = jain(&last30).unwrap();
+    assert!(j >= 0.95, "Jain {j:.4}: {last30:?}");
+    let total: f64 = last30.iter().sum::<f64>() / 30.0;
+    assert!(total >= 780.0, "the four carried {total:.1} Mb/s");
+}

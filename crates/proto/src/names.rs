@@ -88,13 +88,14 @@ impl core::str::FromStr for Protocol {
 
 impl CcAlgorithm {
     /// The names of TCP's congestion controls (`"reno"` is read as NewReno too).
-    pub const NAMES: &'static [&'static str] = &["newreno", "cubic"];
+    pub const NAMES: &'static [&'static str] = &["newreno", "cubic", "bbr", "bbr-v3", "bbr-lh"];
 
     /// Its name.
     pub fn name(&self) -> &'static str {
         match self {
             CcAlgorithm::NewReno(_) => "newreno",
             CcAlgorithm::Cubic(_) => "cubic",
+            CcAlgorithm::Bbr(c) => c.name(),
         }
     }
 }
@@ -106,6 +107,9 @@ impl core::str::FromStr for CcAlgorithm {
         match s {
             "newreno" | "reno" => Ok(CcAlgorithm::NewReno(Default::default())),
             "cubic" => Ok(CcAlgorithm::Cubic(CubicConfig::default())),
+            "bbr" => Ok(CcAlgorithm::Bbr(BbrConfig::default())),
+            "bbr-v3" => Ok(CcAlgorithm::Bbr(BbrConfig::v3_loss())),
+            "bbr-lh" => Ok(CcAlgorithm::Bbr(BbrConfig::lh())),
             _ => Err(unknown(s, Self::NAMES)),
         }
     }
@@ -120,9 +124,7 @@ impl RateControl {
         match self {
             RateControl::Udt(_) => "udt",
             RateControl::ArUdt(..) => "ar-udt",
-            RateControl::Bbr(c) if c.lh != LhChanges::NONE => "bbr-lh",
-            RateControl::Bbr(c) if c.loss_threshold.is_some() => "bbr-v3",
-            RateControl::Bbr(_) => "bbr",
+            RateControl::Bbr(c) => c.name(),
         }
     }
 
@@ -152,6 +154,21 @@ impl RateControl {
             "bbr-v3" => Ok(RateControl::Bbr(bbr(BbrConfig::v3_loss()))),
             "bbr-lh" => Ok(RateControl::Bbr(bbr(BbrConfig::lh()))),
             _ => Err(unknown(name, Self::NAMES)),
+        }
+    }
+}
+
+impl BbrConfig {
+    /// The name of the preset this configuration is, or is closest to: `"bbr-lh"`
+    /// with any of longhaul's changes, else `"bbr-v3"` with a loss bound, else
+    /// `"bbr"`.
+    pub fn name(&self) -> &'static str {
+        if self.lh != LhChanges::NONE {
+            "bbr-lh"
+        } else if self.loss_threshold.is_some() {
+            "bbr-v3"
+        } else {
+            "bbr"
         }
     }
 }
@@ -265,6 +282,16 @@ mod tests {
             assert!(SctpConfig::profile(n).is_ok());
         }
         let e = "vegas".parse::<CcAlgorithm>().unwrap_err().to_string();
-        assert_eq!(e, "unknown `vegas`: use \"newreno\" or \"cubic\"");
+        assert_eq!(
+            e,
+            "unknown `vegas`: use \"newreno\", \"cubic\", \"bbr\", \"bbr-v3\" or \"bbr-lh\""
+        );
+        for n in CcAlgorithm::NAMES {
+            assert_eq!(n.parse::<CcAlgorithm>().unwrap().name(), *n);
+        }
+        for n in RateControl::NAMES {
+            let rc = RateControl::from_name(n, UdtConfig::default()).unwrap();
+            assert_eq!(rc.name(), *n);
+        }
     }
 }

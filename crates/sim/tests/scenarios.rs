@@ -81,8 +81,16 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["flow[1].from", "router"],
         ),
         (
-            base() + "[[flow]]\nprotocol = \"tcp\"\ncc = \"bbr\"\n",
-            &["flow[1].cc", "newreno", "cubic"],
+            base() + "[[flow]]\nprotocol = \"tcp\"\ncc = \"vegas\"\n",
+            &["flow[1].cc", "newreno", "cubic", "bbr"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"tcp\"\nbbr = { startup_growth = 9.0 }\n",
+            &["flow[1].bbr", "bbr-lh"],
+        ),
+        (
+            base() + "[[flow]]\nprotocol = \"udt\"\ncc = \"bbr\"\nbbr = { pacing_margin = -1.0 }\n",
+            &["flow[1].bbr.pacing_margin", "0 to 0.5"],
         ),
         (
             base() + "[[flow]]\nprotocol = \"quic\"\n",

@@ -219,6 +219,9 @@ pub struct Bbr {
     round_lost: u64,
     round_loss_events: u32,
     round_bounded: bool,
+    /// TCP loss recovery's first round: the window follows deliveries only.
+    packet_conservation: bool,
+    in_recovery: bool,
     /// v3: the bound on inflight set by excessive loss.
     inflight_hi: Option<u64>,
 }
@@ -260,6 +263,8 @@ impl Bbr {
             round_lost: 0,
             round_loss_events: 0,
             round_bounded: false,
+            packet_conservation: false,
+            in_recovery: false,
             inflight_hi: None,
         };
         b.init_pacing_rate(None);
@@ -279,7 +284,7 @@ impl Bbr {
         self.min_rtt
     }
     /// The pacing rate, bytes per second.
-    pub fn pacing_rate(&self) -> f64 {
+    pub fn pacing_bytes_per_sec(&self) -> f64 {
         self.pacing_rate
     }
     /// The congestion window, bytes.
@@ -336,15 +341,15 @@ impl Bbr {
     /// One acknowledgement: update the model, then the pacing rate and window
     /// (Linux `bbr_main`). `delivered` is the sampler's count after it, `in_flight`
     /// what is in flight after it.
-    pub fn on_ack(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
-        self.on_ack_with_rate(now, rs, rs.rate(), delivered, in_flight);
+    pub fn update(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
+        self.update_with_rate(now, rs, rs.rate(), delivered, in_flight);
     }
 
-    /// [`on_ack`](Self::on_ack) with the bandwidth sample, bytes per second, given
+    /// [`update`](Self::update) with the bandwidth sample, bytes per second, given
     /// apart from the rate sample (an engine whose ACKs cannot time deliveries, such
     /// as UDT's cumulative ones, measures it elsewhere); `None`: no sample, and no
     /// round trip counted.
-    pub fn on_ack_with_rate(
+    pub fn update_with_rate(
         &mut self,
         now: Instant,
         rs: &RateSample,
@@ -370,12 +375,12 @@ impl Bbr {
         self.update_gains();
         let bw = self.bw.get();
         self.set_pacing_rate(bw);
-        self.set_cwnd(rs, bw);
+        self.set_cwnd(rs, bw, in_flight);
     }
 
     /// The sender's retransmission timer fired (TCP's RTO, UDT's EXP): Linux BBR
     /// keeps its model but a new round starts and Startup's plateau count restarts.
-    pub fn on_timeout(&mut self, in_flight: u64) {
+    pub fn on_rto(&mut self, in_flight: u64) {
         self.prior_cwnd = self.cwnd.max(self.prior_cwnd);
         self.cwnd = (in_flight + self.smss).max(MIN_CWND_PKTS * self.smss);
         self.full_bw = 0;
@@ -393,6 +398,7 @@ impl Bbr {
             self.next_round_delivered = delivered;
             self.round_count += 1;
             self.round_start = true;
+            self.packet_conservation = false;
         }
         let bw = rate as u64;
         // App-limited samples understate the path: take them only if they beat
@@ -642,9 +648,13 @@ impl Bbr {
 
     /// Linux `bbr_set_cwnd`: grow toward `cwnd_gain × BDP` plus allowances by what
     /// was acknowledged; before the pipe is full, grow without a target.
-    fn set_cwnd(&mut self, rs: &RateSample, bw: u64) {
+    fn set_cwnd(&mut self, rs: &RateSample, bw: u64, in_flight: u64) {
         let acked = rs.newly_acked;
-        if acked > 0 {
+        if self.packet_conservation {
+            // The first round of a recovery: send one packet per packet delivered
+            // (Linux `bbr_set_cwnd_to_recover_or_restore`).
+            self.cwnd = self.cwnd.max(in_flight + acked);
+        } else if acked > 0 {
             let target = self.inflight(bw, self.cwnd_gain) + self.aggregation_allowance();
             if self.full_bw_reached {
                 self.cwnd = (self.cwnd + acked).min(target);
@@ -659,6 +669,50 @@ impl Bbr {
         if self.mode == BbrMode::ProbeRtt {
             self.cwnd = self.cwnd.min(MIN_CWND_PKTS * self.smss);
         }
+    }
+}
+
+/// BBR as a TCP sender's controller: the engine's delivery-rate samples drive it;
+/// loss recovery only makes it conserve packets for a round and restore its window
+/// after (Linux's `bbr_set_state` and `bbr_set_cwnd_to_recover_or_restore`).
+impl super::CongestionControl for Bbr {
+    fn wants_rate_samples(&self) -> bool {
+        true
+    }
+    fn on_rate_sample(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
+        self.update(now, rs, delivered, in_flight);
+    }
+    fn on_loss(&mut self, _now: Instant, in_flight: u64) {
+        // Linux `bbr_save_cwnd`, then packet conservation from the inflight.
+        self.prior_cwnd = if self.in_recovery || self.mode == BbrMode::ProbeRtt {
+            self.prior_cwnd.max(self.cwnd)
+        } else {
+            self.cwnd
+        };
+        self.in_recovery = true;
+        self.packet_conservation = true;
+        self.cwnd = (in_flight + self.smss).max(MIN_CWND_PKTS * self.smss);
+    }
+    fn on_recovery_end(&mut self, _now: Instant) {
+        self.in_recovery = false;
+        self.packet_conservation = false;
+        self.cwnd = self.cwnd.max(self.prior_cwnd);
+    }
+    fn on_timeout(&mut self, _now: Instant, in_flight: u64) {
+        self.in_recovery = true;
+        self.on_rto(in_flight);
+    }
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+    fn ssthresh(&self) -> u64 {
+        u64::MAX
+    }
+    fn in_slow_start(&self) -> bool {
+        self.mode == BbrMode::Startup
+    }
+    fn pacing_rate(&self) -> Option<f64> {
+        Some(self.pacing_rate)
     }
 }
 

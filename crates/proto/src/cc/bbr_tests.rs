@@ -42,7 +42,7 @@ fn run_fluid(link: f64, rtt_ms: u64, duration_ms: u64, settle_ms: u64) -> (Bbr, 
         if any {
             let rs = s.finish_ack(now, prior, Some(Duration::from_nanos(rtt)), bbr.min_rtt());
             let in_flight = flight.len() as u64 * MSS;
-            bbr.on_ack(now, &rs, s.delivered(), in_flight);
+            bbr.update(now, &rs, s.delivered(), in_flight);
             if bbr.in_probe_rtt() {
                 s.on_app_limited(in_flight);
             }
@@ -59,7 +59,7 @@ fn run_fluid(link: f64, rtt_ms: u64, duration_ms: u64, settle_ms: u64) -> (Bbr, 
                 max_queue = max_queue.max((link_free - t) as f64 * link / 1e9);
             }
             flight.push_back((Instant::from_nanos(link_free + rtt), st));
-            next_send += (MSS as f64 / bbr.pacing_rate() * 1e9) as u64;
+            next_send += (MSS as f64 / bbr.pacing_bytes_per_sec() * 1e9) as u64;
         }
         next_send = next_send.max(t.saturating_sub(step));
         t += step;
@@ -115,13 +115,13 @@ fn startup_ends_after_three_flat_rounds() {
             ..RateSample::default()
         };
         delivered += bw;
-        b.on_ack(ms(i as u64 * 100), &rs, delivered, 1_000_000);
+        b.update(ms(i as u64 * 100), &rs, delivered, 1_000_000);
         assert_eq!(b.round_count(), i as u64 + 1);
         assert_eq!(b.full_bw_reached(), i == 5, "round {i}");
     }
     // Inflight is far above the BDP: Drain, paced at 1/2.885 of the estimate.
     assert_eq!(b.mode(), BbrMode::Drain);
-    assert!((b.pacing_rate() - 450.0 * DRAIN_GAIN * 0.99).abs() < 1e-6);
+    assert!((b.pacing_bytes_per_sec() - 450.0 * DRAIN_GAIN * 0.99).abs() < 1e-6);
 }
 
 /// v1 ignores loss; v3 bounds inflight after a round that lost more than 2 %.
@@ -145,7 +145,7 @@ fn v3_bounds_inflight_after_excessive_loss_and_v1_does_not() {
                 ..RateSample::default()
             };
             delivered += 100 * MSS;
-            b.on_ack(ms(i * 100), &rs, delivered, 100 * MSS);
+            b.update(ms(i * 100), &rs, delivered, 100 * MSS);
         }
         assert_eq!(b.inflight_hi().is_some(), bounded, "{cfg:?}");
     }
@@ -168,7 +168,7 @@ proptest! {
         for (acked, interval_ms, rtt_us, lost, app_limited, kind) in events {
             now += u64::from(kind) * 7_000_000 + 1;
             if kind == 0 {
-                b.on_timeout(acked);
+                b.on_rto(acked);
             } else {
                 let rs = RateSample {
                     delivered: acked,
@@ -182,9 +182,9 @@ proptest! {
                     rtt: (rtt_us > 0).then(|| Duration::from_micros(rtt_us)),
                 };
                 delivered += acked;
-                b.on_ack(Instant::from_nanos(now), &rs, delivered, acked * 2);
+                b.update(Instant::from_nanos(now), &rs, delivered, acked * 2);
             }
-            prop_assert!(b.pacing_rate().is_finite() && b.pacing_rate() > 0.0);
+            prop_assert!(b.pacing_bytes_per_sec().is_finite() && b.pacing_bytes_per_sec() > 0.0);
             prop_assert!(b.cwnd() >= MIN_CWND_PKTS * MSS);
             prop_assert!(b.cwnd() < u64::MAX / 2);
         }

@@ -138,7 +138,7 @@ impl BbrUdt {
             .finish_ack(now, prior_in_flight, rtt, self.bbr.min_rtt());
         let in_flight = self.in_flight();
         self.bbr
-            .on_ack_with_rate(now, &rs, rate, self.sampler.delivered(), in_flight);
+            .update_with_rate(now, &rs, rate, self.sampler.delivered(), in_flight);
         if self.bbr.in_probe_rtt() {
             self.sampler.on_app_limited(in_flight);
         }
@@ -228,7 +228,7 @@ impl UdtRateControl for BbrUdt {
     }
 
     fn on_timeout(&mut self, _now: Instant, _inputs: &UdtInputs) {
-        self.bbr.on_timeout(self.in_flight());
+        self.bbr.on_rto(self.in_flight());
     }
 
     fn on_packet_sent(&mut self, now: Instant, seq: UdtSeqNumber) {
@@ -266,7 +266,7 @@ impl UdtRateControl for BbrUdt {
     /// packets take 15 periods: a period of `mss / rate` would send 16/15 of the
     /// rate, 6.7 % above the model, which is a standing queue at a bottleneck.
     fn pkt_snd_period_us(&self) -> f64 {
-        let rate = self.bbr.pacing_rate();
+        let rate = self.bbr.pacing_bytes_per_sec();
         if rate > 0.0 {
             self.mss as f64 * 1e6 / rate * PAIR_EVERY / (PAIR_EVERY - 1.0)
         } else {
@@ -339,7 +339,7 @@ mod tests {
     #[test]
     fn period_pays_for_the_packet_pair() {
         let b = sender(0);
-        let rate = b.bbr().pacing_rate();
+        let rate = b.bbr().pacing_bytes_per_sec();
         let per_packet = f64::from(MSS) / rate * 1e6;
         assert!((b.pkt_snd_period_us() * 15.0 - per_packet * 16.0).abs() < 1e-6);
     }

@@ -91,9 +91,25 @@ pub trait CongestionControl: core::fmt::Debug + Send {
     fn in_slow_start(&self) -> bool {
         self.window() < self.ssthresh()
     }
-    /// Time between packets if the controller paces; `None` for window-only control.
-    fn pacing_period(&self) -> Option<Duration> {
+    /// The pacing rate, bytes per second, if the controller paces; `None` for
+    /// window-only control.
+    fn pacing_rate(&self) -> Option<f64> {
         None
+    }
+    /// Whether the controller reads delivery-rate samples; the engine then keeps
+    /// per-segment state for them and calls [`on_rate_sample`](Self::on_rate_sample).
+    fn wants_rate_samples(&self) -> bool {
+        false
+    }
+    /// An ACK delivered or lost data (in recovery too): its delivery-rate sample,
+    /// the bytes delivered so far, and the bytes in flight after it.
+    fn on_rate_sample(
+        &mut self,
+        _now: Instant,
+        _rs: &RateSample,
+        _delivered: u64,
+        _in_flight: u64,
+    ) {
     }
 }
 
@@ -104,6 +120,8 @@ pub enum CcAlgorithm {
     NewReno(NewRenoConfig),
     /// RFC 9438.
     Cubic(CubicConfig),
+    /// BBR (Linux's `tcp_bbr`, with the options of [`BbrConfig`]).
+    Bbr(BbrConfig),
 }
 
 /// One of the built-in controllers, dispatched by `match`.
@@ -113,17 +131,22 @@ pub enum AnyController {
     NewReno(NewReno),
     /// CUBIC.
     Cubic(Cubic),
+    /// BBR.
+    Bbr(Box<Bbr>),
 }
 
 impl AnyController {
-    /// Builds the controller `algo` for a sender with maximum segment size `smss` and
-    /// initial window `initial_window` bytes.
-    pub fn new(algo: CcAlgorithm, smss: u64, initial_window: u64) -> Self {
+    /// Builds the controller `algo` at `now` for a sender with maximum segment size
+    /// `smss` and initial window `initial_window` bytes.
+    pub fn new(algo: CcAlgorithm, smss: u64, initial_window: u64, now: Instant) -> Self {
         match algo {
             CcAlgorithm::NewReno(c) => {
                 AnyController::NewReno(NewReno::new(c, smss, initial_window))
             }
             CcAlgorithm::Cubic(c) => AnyController::Cubic(Cubic::new(c, smss, initial_window)),
+            CcAlgorithm::Bbr(c) => {
+                AnyController::Bbr(Box::new(Bbr::new(c, smss, initial_window, now)))
+            }
         }
     }
 }
@@ -133,6 +156,7 @@ macro_rules! dispatch {
         match $self {
             AnyController::NewReno($c) => $e,
             AnyController::Cubic($c) => $e,
+            AnyController::Bbr($c) => $e,
         }
     };
 }
@@ -162,7 +186,13 @@ impl CongestionControl for AnyController {
     fn ssthresh(&self) -> u64 {
         dispatch!(self, c => c.ssthresh())
     }
-    fn pacing_period(&self) -> Option<Duration> {
-        dispatch!(self, c => c.pacing_period())
+    fn pacing_rate(&self) -> Option<f64> {
+        dispatch!(self, c => c.pacing_rate())
+    }
+    fn wants_rate_samples(&self) -> bool {
+        dispatch!(self, c => c.wants_rate_samples())
+    }
+    fn on_rate_sample(&mut self, now: Instant, rs: &RateSample, delivered: u64, in_flight: u64) {
+        dispatch!(self, c => c.on_rate_sample(now, rs, delivered, in_flight))
     }
 }

@@ -134,7 +134,11 @@ impl TcpConnection {
             self.cfg.cc,
             self.smss,
             self.cfg.initial_window.bytes(self.smss),
+            now,
         );
+        if self.cc.wants_rate_samples() {
+            self.board.enable_rate_sampling();
+        }
         if let (Some(sent), false) = (self.syn_sent_at, self.syn_retransmitted) {
             self.rtt.on_sample_nanos(now.nanos_since(sent));
         }
@@ -177,6 +181,7 @@ impl TcpConnection {
         let ack_off = ack_off as u64;
         self.peer_window = u64::from(repr.window_len) << self.snd_wscale;
         let prior_in_flight = self.in_flight();
+        self.board.begin_rate_sample();
 
         let mut newly_sacked = 0;
         if self.sack_ok && repr.sack_ranges[0].is_some() {
@@ -188,11 +193,13 @@ impl TcpConnection {
                 blocks[n] = (l, r);
                 n += 1;
             }
-            newly_sacked = self.board.on_sack_blocks(&blocks[..n]);
+            newly_sacked = self.board.on_sack_blocks(&blocks[..n], now);
         }
 
+        let mut rtt_from = None;
         if ack_off > una {
             let cum = self.on_cumulative_ack(now, una, ack_off);
+            rtt_from = cum.rtt_sample_from;
             match self.recovery {
                 Some(point) if ack_off >= point => {
                     self.recovery = None;
@@ -226,10 +233,32 @@ impl TcpConnection {
                 self.enter_recovery(now);
             }
         }
+        self.feed_rate_sample(now, prior_in_flight, rtt_from);
         //# (5.2) When all outstanding data has been acknowledged, turn off the
         //# retransmission timer.
         if !self.has_unacked() {
             self.rto_at = None;
+        }
+    }
+
+    /// Ends the ACK's delivery-rate sample and hands it to a controller that reads
+    /// them (BBR); `rtt_from` is the send time the ACK timed, if Karn's rule allows.
+    pub(super) fn feed_rate_sample(
+        &mut self,
+        now: Instant,
+        prior_in_flight: u64,
+        rtt_from: Option<Instant>,
+    ) {
+        let rtt = rtt_from.map(|sent| now.saturating_duration_since(sent));
+        let min = Some(self.rtt.min_rtt()).filter(|m| *m != crate::time::Duration::MAX);
+        if let Some((rs, delivered)) = self
+            .board
+            .finish_rate_sample(now, prior_in_flight, rtt, min)
+        {
+            if rs.newly_acked > 0 || rs.losses {
+                self.cc
+                    .on_rate_sample(now, &rs, delivered, self.in_flight());
+            }
         }
     }
 
@@ -243,7 +272,7 @@ impl TcpConnection {
         una: u64,
         ack_off: u64,
     ) -> super::scoreboard::CumAck {
-        let cum = self.board.on_cumulative_ack(ack_off);
+        let cum = self.board.on_cumulative_ack(ack_off, now);
         // The round of the newest byte acknowledged: data sent from now on belongs
         // to the round after it.
         let mut newest = None;
@@ -373,6 +402,10 @@ impl TcpConnection {
 
     /// Processes expired timers; calling it early is a no-op.
     pub(super) fn expire(&mut self, now: Instant) {
+        // The pacing timer only wakes the sender; the next poll sends.
+        if self.pacing_wait && self.next_send_at <= now {
+            self.pacing_wait = false;
+        }
         if self.delack_at.is_some_and(|t| t <= now) {
             self.delack_at = None;
             self.ack_now = true;

@@ -312,6 +312,10 @@ pub struct TcpConnection {
     dup_acks: u32,
     reno_sacked: u64,
     rto_at: Option<Instant>,
+    /// A pacing controller's earliest departure time for the next data segment.
+    next_send_at: Instant,
+    /// Whether data waits for `next_send_at` (then a timer is due at it).
+    pacing_wait: bool,
     rtt: RttEstimator,
     cc: AnyController,
 
@@ -388,8 +392,11 @@ impl TcpConnection {
             dup_acks: 0,
             reno_sacked: 0,
             rto_at: None,
+            next_send_at: Instant::ZERO,
+            pacing_wait: false,
             rtt: RttEstimator::new(cfg.rto),
-            cc: AnyController::new(cfg.cc, smss, cfg.initial_window.bytes(smss)),
+            // Replaced when the connection is established, with the time.
+            cc: AnyController::new(cfg.cc, smss, cfg.initial_window.bytes(smss), Instant::ZERO),
             rcv_nxt: 0,
             asm: Assembler::default(),
             fin_at: None,
@@ -563,9 +570,10 @@ impl Engine for TcpConnection {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        match (self.rto_at, self.delack_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let pacing = self.pacing_wait.then_some(self.next_send_at);
+        [self.rto_at, self.delack_at, pacing]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }

@@ -12,6 +12,10 @@ use longhaul_wire::{
 
 use super::{State, TcpConnection, Transmit, TEMPLATE_LEN};
 
+/// IP and TCP header bytes counted with each paced segment (20 + 20, and 12 of
+/// timestamps, as Linux's segments carry).
+const PACED_HEADER_BYTES: u64 = 52;
+
 impl TcpConnection {
     /// Writes the next datagram's headers into `buf` (at least
     /// [`MAX_TRANSMIT_HEADER`](super::MAX_TRANSMIT_HEADER) bytes), or returns `None` when there is nothing to
@@ -43,11 +47,17 @@ impl TcpConnection {
         }
 
         let cwnd = self.cc.window();
-        if let Some((off, len)) = self.board.next_retransmit() {
+        // A pacing controller (BBR) spaces data segments at its rate: until the next
+        // departure time only ACKs and the FIN may leave.
+        let paced = self.cc.pacing_rate();
+        let pace_ok = paced.is_none() || now >= self.next_send_at;
+        self.pacing_wait = !pace_ok;
+        if let Some((off, len)) = self.board.next_retransmit().filter(|_| pace_ok) {
             if self.fast_rtx_pending || self.in_flight() + len <= cwnd {
                 self.fast_rtx_pending = false;
                 self.board.on_retransmit(now, off);
                 self.cc.on_packet_sent(now, len, self.in_flight());
+                self.pace(now, paced, len);
                 self.stats.retransmits += 1;
                 self.rto_at
                     .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
@@ -69,6 +79,7 @@ impl TcpConnection {
         let (len, room) = self.board.next_new();
         let full_or_last = len == room || (self.closed && max + len == self.written);
         if len > 0
+            && pace_ok
             && full_or_last
             && max + len <= self.written
             && self.in_flight() + len <= cwnd
@@ -77,6 +88,7 @@ impl TcpConnection {
         {
             self.board.on_send_new(now);
             self.cc.on_packet_sent(now, len, self.in_flight());
+            self.pace(now, paced, len);
             self.stats.data_segments_sent += 1;
             if self.send_round <= crate::ROUND_LOG_ROUNDS {
                 self.note_round(max + len, len);
@@ -85,7 +97,7 @@ impl TcpConnection {
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
             let mut tx = self.emit(buf, TcpControl::None, seq, len as usize);
-            tx.more = self.could_send_more();
+            tx.more = self.could_send_more(now);
             return Some(tx);
         }
 
@@ -105,13 +117,31 @@ impl TcpConnection {
     /// retransmission waiting, no room in the window for the next new segment, no
     /// FIN to send and no ACK owed. A sender clocked by its ACKs fills the window
     /// with each one, so this spares the poll after almost every segment.
-    pub(super) fn could_send_more(&self) -> bool {
+    pub(super) fn could_send_more(&self, now: Instant) -> bool {
+        if self.cc.pacing_rate().is_some() && self.next_send_at > now {
+            // Paced: no data before the next departure time (the timer says when).
+            return self.ack_now || (self.closed && !self.fin_sent);
+        }
         let (len, _) = self.board.next_new();
         self.fast_rtx_pending
             || self.board.may_retransmit()
             || self.ack_now
             || (self.closed && !self.fin_sent)
             || (len > 0 && self.in_flight() + len <= self.cc.window())
+    }
+
+    /// Books the departure of a data segment of `len` bytes: the next may leave one
+    /// segment's time later at the pacing rate (an earliest departure time, as
+    /// Linux's EDT pacing keeps; idle time earns no burst).
+    fn pace(&mut self, now: Instant, rate: Option<f64>, len: u64) {
+        if let Some(rate) = rate.filter(|&r| r > 0.0) {
+            let wire = (len + PACED_HEADER_BYTES) as f64;
+            let gap = (wire / rate * 1e9).min(1e12) as u64;
+            self.next_send_at = self.next_send_at.max(now).add_nanos(gap);
+            // Wake at it: `more` is false until then, so the driver waits for the
+            // timer (a wake with nothing to send just clears this).
+            self.pacing_wait = true;
+        }
     }
 
     /// A bare ACK (the caller checked `ack_now`); `max` is `SND.MAX`.

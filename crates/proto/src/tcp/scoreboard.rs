@@ -16,7 +16,8 @@
 
 use std::collections::VecDeque;
 
-use crate::time::Instant;
+use crate::cc::{RateSample, RateSampler, SendState};
+use crate::time::{Duration, Instant};
 
 const SACKED: u8 = 1;
 const LOST: u8 = 2;
@@ -82,10 +83,21 @@ pub struct Scoreboard {
     /// cumulative ACK moves `front` and `segs` together), while a sender asks for them
     /// several times per ACK.
     next: NextNew,
+    /// Delivery-rate state per segment, beside `segs`, kept only for a controller
+    /// that asks for it (BBR): a sender that does not pays nothing.
+    rates: Option<Box<Rates>>,
     /// `SND.UNA` on the grid: `(front * mss).max(lo).min(end)`, kept up to date
     /// (by [`refresh_next`](Self::refresh_next) and the cumulative ACK) because a
     /// sender reads it a dozen times per ACK.
     una_v: u64,
+}
+
+/// The sender's delivery-rate estimator and each segment's state for it
+/// (draft-cheng-iccrg-delivery-rate-estimation, as Linux's `tcp_rate.c`).
+#[derive(Debug, Clone, Default)]
+struct Rates {
+    sampler: RateSampler,
+    states: VecDeque<SendState>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -112,6 +124,7 @@ impl Scoreboard {
             retx_scan: 0,
             sack_cache: [(0, 0); 4],
             next: NextNew::default(),
+            rates: None,
             una_v: 0,
         };
         b.refresh_next();
@@ -256,10 +269,43 @@ impl Scoreboard {
         (self.next.len, self.next.room)
     }
 
+    /// Keeps delivery-rate state per segment from now on (before anything is sent).
+    pub fn enable_rate_sampling(&mut self) {
+        let states = self.segs.iter().map(|_| SendState::default()).collect();
+        self.rates = Some(Box::new(Rates {
+            sampler: RateSampler::default(),
+            states,
+        }));
+    }
+
+    /// Starts one ACK's delivery-rate sample.
+    pub fn begin_rate_sample(&mut self) {
+        if let Some(r) = self.rates.as_deref_mut() {
+            r.sampler.begin_ack();
+        }
+    }
+
+    /// Ends the ACK's sample (see [`RateSampler::finish_ack`]), with the bytes
+    /// delivered so far; `None` when rate sampling is off.
+    pub fn finish_rate_sample(
+        &mut self,
+        now: Instant,
+        prior_in_flight: u64,
+        rtt: Option<Duration>,
+        min_rtt: Option<Duration>,
+    ) -> Option<(RateSample, u64)> {
+        let r = self.rates.as_deref_mut()?;
+        let rs = r.sampler.finish_ack(now, prior_in_flight, rtt, min_rtt);
+        Some((rs, r.sampler.delivered()))
+    }
+
     /// Records a new segment sent at `now` at offset [`max`](Self::max).
     pub fn on_send_new(&mut self, now: Instant) -> u64 {
         let len = self.next_new_len();
         debug_assert!(len > 0);
+        if let Some(r) = self.rates.as_deref_mut() {
+            r.states.push_back(r.sampler.on_send(now, self.pipe));
+        }
         self.segs.push_back(Segment {
             sent_at: now,
             flags: 0,
@@ -274,7 +320,7 @@ impl Scoreboard {
     // Inlined into the connection's two ACK paths (header prediction and the general
     // one): as a call it cost a prologue and spills on every ACK.
     #[inline(always)]
-    pub fn on_cumulative_ack(&mut self, ack: u64) -> CumAck {
+    pub fn on_cumulative_ack(&mut self, ack: u64, now: Instant) -> CumAck {
         let mut out = CumAck::default();
         let upto = ack.saturating_add(self.base).min(self.max_v());
         let mut una = self.una_v();
@@ -286,6 +332,12 @@ impl Scoreboard {
             let len = next - una;
             debug_assert_eq!(len, self.seg_len(self.front));
             let seg = self.segs.pop_front().expect("una < max");
+            if let Some(r) = self.rates.as_deref_mut() {
+                let st = r.states.pop_front().unwrap_or_default();
+                if seg.flags & SACKED == 0 {
+                    r.sampler.on_delivered(now, &st, len);
+                }
+            }
             if seg.in_pipe() {
                 self.pipe -= len;
             }
@@ -323,18 +375,18 @@ impl Scoreboard {
     /// so only the parts not covered by the previous ACK's blocks are walked (Linux's
     /// "SACK cache"); without this, every ACK in a recovery episode would walk its
     /// whole block, O(window) per ACK.
-    pub fn on_sack_blocks(&mut self, blocks: &[(u64, u64)]) -> u64 {
+    pub fn on_sack_blocks(&mut self, blocks: &[(u64, u64)], now: Instant) -> u64 {
         let mut newly = 0;
         let cache = self.sack_cache;
         for &(l, r) in blocks {
             match uncached(&cache, l, r) {
                 Uncached::Nothing => {}
                 Uncached::One(pl, pr) => {
-                    newly += self.on_sack_block(pl + self.base, pr + self.base)
+                    newly += self.on_sack_block(pl + self.base, pr + self.base, now)
                 }
                 Uncached::Parts(parts, n) => {
                     for &(pl, pr) in &parts[..n] {
-                        newly += self.on_sack_block(pl + self.base, pr + self.base);
+                        newly += self.on_sack_block(pl + self.base, pr + self.base, now);
                     }
                 }
             }
@@ -349,7 +401,7 @@ impl Scoreboard {
     /// Marks `[left, right)` SACKed; returns the bytes newly SACKed. Blocks outside
     /// `(una, max]` are clipped; only segments the block covers entirely are marked
     /// (the receiver never splits segments, but a cache remainder may start mid-way).
-    fn on_sack_block(&mut self, left: u64, right: u64) -> u64 {
+    fn on_sack_block(&mut self, left: u64, right: u64, now: Instant) -> u64 {
         let left = left.max(self.una_v());
         let right = right.min(self.max_v());
         if left >= right {
@@ -373,6 +425,10 @@ impl Scoreboard {
                 slot.flags = (slot.flags | SACKED) & !RETRANS;
                 if was_in_pipe {
                     self.pipe -= len;
+                }
+                if let Some(r) = self.rates.as_deref_mut() {
+                    let st = r.states[(i - self.front) as usize];
+                    r.sampler.on_delivered(now, &st, len);
                 }
                 self.sacked_bytes += len;
                 newly += len;
@@ -422,16 +478,24 @@ impl Scoreboard {
         }
         slot.flags |= LOST;
         self.pipe -= len; // an original in the pipe leaves it
+        if let Some(r) = self.rates.as_deref_mut() {
+            r.sampler.on_lost(len);
+        }
         len
     }
 
     /// After a retransmission timeout: every unSACKed segment is lost and nothing is
     /// in the pipe (RFC 6675 §5.1 keeps the SACK information).
     pub fn on_rto(&mut self) {
+        let mut newly_lost = 0;
         for seg in &mut self.segs {
             if seg.flags & SACKED == 0 {
+                newly_lost += u64::from(seg.flags & LOST == 0);
                 seg.flags = (seg.flags | LOST) & !RETRANS;
             }
+        }
+        if let Some(r) = self.rates.as_deref_mut() {
+            r.sampler.on_lost(newly_lost * self.mss);
         }
         self.pipe = 0;
         self.lost_scan = self.max_v();
@@ -464,6 +528,9 @@ impl Scoreboard {
         let offset = offset + self.base;
         let i = offset / self.mss;
         let len = self.seg_len(i);
+        if let Some(r) = self.rates.as_deref_mut() {
+            r.states[(i - self.front) as usize] = r.sampler.on_send(now, self.pipe);
+        }
         let slot = &mut self.segs[(i - self.front) as usize];
         slot.flags |= RETRANS | EVER_RETRANS;
         slot.sent_at = now;
@@ -603,7 +670,7 @@ mod tests {
         let mut b = board(10);
         assert_eq!(b.pipe(), 1000);
         // Segment 0 lost; 1..=4 SACKed.
-        assert_eq!(b.on_sack_blocks(&[(100, 500)]), 400);
+        assert_eq!(b.on_sack_blocks(&[(100, 500)], Instant::ZERO), 400);
         assert_eq!(b.pipe(), 600);
         assert_eq!(b.detect_losses(3 * MSS), 100);
         assert_eq!(b.pipe(), 500);
@@ -611,7 +678,7 @@ mod tests {
         b.on_retransmit(Instant::ZERO, 0);
         assert_eq!(b.pipe(), 600);
         assert_eq!(b.next_retransmit(), None);
-        let ack = b.on_cumulative_ack(500);
+        let ack = b.on_cumulative_ack(500, Instant::ZERO);
         assert_eq!(ack.newly_acked, 100);
         assert_eq!(
             ack.rtt_sample_from, None,
@@ -632,11 +699,14 @@ mod tests {
         for i in 0..4 {
             b.on_send_new(t(i));
         }
-        assert_eq!(b.on_cumulative_ack(100).rtt_sample_from, Some(t(0)));
+        assert_eq!(
+            b.on_cumulative_ack(100, Instant::ZERO).rtt_sample_from,
+            Some(t(0))
+        );
         assert_eq!(b.mark_una_lost(), 100);
         assert_eq!(b.next_retransmit(), Some((100, 100)));
         b.on_retransmit(t(500), 100);
-        let ack = b.on_cumulative_ack(400);
+        let ack = b.on_cumulative_ack(400, Instant::ZERO);
         assert_eq!(ack.newly_acked, 300);
         assert_eq!(ack.rtt_sample_from, None, "sampled segment 3, sent at 3 ms");
     }
@@ -644,7 +714,7 @@ mod tests {
     #[test]
     fn rto_marks_everything_lost_and_retransmits_from_una() {
         let mut b = board(5);
-        b.on_sack_blocks(&[(300, 400)]);
+        b.on_sack_blocks(&[(300, 400)], Instant::ZERO);
         b.on_rto();
         assert_eq!(b.pipe(), 0);
         let mut order = vec![];
@@ -675,7 +745,7 @@ mod tests {
             b.on_send_new(Instant::ZERO);
             check(&b, "a send");
         }
-        b.on_sack_blocks(&[(230, 530)]);
+        b.on_sack_blocks(&[(230, 530)], Instant::ZERO);
         check(&b, "SACK");
         b.detect_losses(3 * MSS);
         check(&b, "loss detection");
@@ -683,11 +753,11 @@ mod tests {
             b.on_retransmit(Instant::ZERO, off);
             check(&b, "a retransmission");
         }
-        b.on_cumulative_ack(130);
+        b.on_cumulative_ack(130, Instant::ZERO);
         check(&b, "a cumulative ACK");
         b.on_rto();
         check(&b, "a timeout");
-        b.on_cumulative_ack(b.max());
+        b.on_cumulative_ack(b.max(), Instant::ZERO);
         check(&b, "acknowledging everything");
         let max = b.max();
         b.rebase_short_segment(max + 40);
@@ -713,8 +783,8 @@ mod tests {
         assert_eq!(b.on_send_new(Instant::ZERO), 50);
         assert_eq!(b.next_new_len(), 0);
         assert_eq!(b.max(), 250);
-        assert_eq!(b.on_sack_blocks(&[(200, 250)]), 50);
-        assert_eq!(b.on_cumulative_ack(250).newly_acked, 200);
+        assert_eq!(b.on_sack_blocks(&[(200, 250)], Instant::ZERO), 50);
+        assert_eq!(b.on_cumulative_ack(250, Instant::ZERO).newly_acked, 200);
         assert!(b.is_empty());
     }
 
@@ -723,18 +793,18 @@ mod tests {
         let mut b = board(100);
         // Segment 0 lost; the block grows by one segment per ACK.
         for k in 2..=100u64 {
-            let newly = b.on_sack_blocks(&[(100, k * MSS)]);
+            let newly = b.on_sack_blocks(&[(100, k * MSS)], Instant::ZERO);
             assert_eq!(newly, MSS, "ACK {k}");
         }
         // A second hole splits the block; a new block appears above a cached one.
         let mut b = board(20);
-        b.on_sack_blocks(&[(500, 800)]);
+        b.on_sack_blocks(&[(500, 800)], Instant::ZERO);
         assert_eq!(
-            b.on_sack_blocks(&[(900, 1000), (100, 300), (500, 800)]),
+            b.on_sack_blocks(&[(900, 1000), (100, 300), (500, 800)], Instant::ZERO),
             300
         );
         assert_eq!(
-            b.on_sack_blocks(&[(100, 1000)]),
+            b.on_sack_blocks(&[(100, 1000)], Instant::ZERO),
             300,
             "only 300..500 and 800..900 are new"
         );
@@ -748,7 +818,7 @@ mod tests {
             for _ in 0..10 {
                 b.on_send_new(Instant::ZERO);
             }
-            b.on_cumulative_ack((round + 1) * 10 * MSS);
+            b.on_cumulative_ack((round + 1) * 10 * MSS, Instant::ZERO);
         }
         assert!(b.is_empty());
         assert!(b.segs.capacity() < 64);

@@ -75,13 +75,20 @@ impl Loader<'_> {
             };
             match &mut c.cc {
                 CcAlgorithm::NewReno(cfg) => cfg.avoidance = avoidance,
-                CcAlgorithm::Cubic(_) => {
+                CcAlgorithm::Cubic(_) | CcAlgorithm::Bbr(_) => {
                     return Err(self.err(
                         format!("{key}.avoidance"),
                         "applies to cc = \"newreno\" only",
                     ))
                 }
             }
+        }
+        match (&mut c.cc, &t.bbr) {
+            (CcAlgorithm::Bbr(b), f) => {
+                *b = self.bbr_knobs(*b, f.as_ref(), &format!("{key}.bbr"))?
+            }
+            (_, Some(_)) => return Err(self.err(format!("{key}.bbr"), BBR_ONLY)),
+            (_, None) => {}
         }
         if let Some(mss) = t.mss {
             if !(64..=65000).contains(&mss) {

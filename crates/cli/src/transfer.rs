@@ -143,8 +143,11 @@ pub struct SendArgs {
     /// UDT packet size, IP and UDP headers included.
     #[arg(long, default_value_t = 1500)]
     mss: u32,
-    /// UDT's rate control: UDT4's native control or AR-UDT.
-    #[arg(long, default_value = "udt", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
+    /// UDT's rate control. bbr-lh (default): BBR with longhaul's changes, which keeps
+    /// a long lossy path full; bbr: Linux's BBR v1; bbr-v3: v1 with BBRv3's 2 % loss
+    /// bound; udt: UDT4's native control, which slows down on random loss; ar-udt:
+    /// the AR-UDT paper's. docs/bbr.md says when to choose which.
+    #[arg(long, default_value = "bbr-lh", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
     cc: String,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels
     /// (UDT4's UDT_MAXBW on each).

@@ -122,11 +122,15 @@ impl TcpConnection {
         let ack_off = ack_off as u64;
         self.peer_window = window;
         let prior_in_flight = self.in_flight();
-        self.board.begin_rate_sample();
+        if self.model_based {
+            self.board.begin_rate_sample();
+        }
         let cum = self.on_cumulative_ack(now, una, ack_off);
         let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt());
         self.cc.on_ack(now, &sample);
-        self.feed_rate_sample(now, prior_in_flight, cum.rtt_sample_from);
+        if self.model_based {
+            self.feed_rate_sample(now, prior_in_flight, cum.rtt_sample_from);
+        }
         true
     }
 

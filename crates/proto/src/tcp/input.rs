@@ -136,7 +136,8 @@ impl TcpConnection {
             self.cfg.initial_window.bytes(self.smss),
             now,
         );
-        if self.cc.wants_rate_samples() {
+        self.model_based = self.cc.wants_rate_samples();
+        if self.model_based {
             self.board.enable_rate_sampling();
         }
         if let (Some(sent), false) = (self.syn_sent_at, self.syn_retransmitted) {
@@ -181,7 +182,9 @@ impl TcpConnection {
         let ack_off = ack_off as u64;
         self.peer_window = u64::from(repr.window_len) << self.snd_wscale;
         let prior_in_flight = self.in_flight();
-        self.board.begin_rate_sample();
+        if self.model_based {
+            self.board.begin_rate_sample();
+        }
 
         let mut newly_sacked = 0;
         if self.sack_ok && repr.sack_ranges[0].is_some() {
@@ -233,7 +236,9 @@ impl TcpConnection {
                 self.enter_recovery(now);
             }
         }
-        self.feed_rate_sample(now, prior_in_flight, rtt_from);
+        if self.model_based {
+            self.feed_rate_sample(now, prior_in_flight, rtt_from);
+        }
         //# (5.2) When all outstanding data has been acknowledged, turn off the
         //# retransmission timer.
         if !self.has_unacked() {

@@ -312,6 +312,9 @@ pub struct TcpConnection {
     dup_acks: u32,
     reno_sacked: u64,
     rto_at: Option<Instant>,
+    /// Whether the controller models the path from delivery rates and paces (BBR):
+    /// only then does the engine sample rates and pace, so the others pay nothing.
+    model_based: bool,
     /// A pacing controller's earliest departure time for the next data segment.
     next_send_at: Instant,
     /// Whether data waits for `next_send_at` (then a timer is due at it).
@@ -392,6 +395,7 @@ impl TcpConnection {
             dup_acks: 0,
             reno_sacked: 0,
             rto_at: None,
+            model_based: false,
             next_send_at: Instant::ZERO,
             pacing_wait: false,
             rtt: RttEstimator::new(cfg.rto),
@@ -570,10 +574,13 @@ impl Engine for TcpConnection {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let pacing = self.pacing_wait.then_some(self.next_send_at);
-        [self.rto_at, self.delack_at, pacing]
-            .into_iter()
-            .flatten()
-            .min()
+        let timers = match (self.rto_at, self.delack_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if !self.pacing_wait {
+            return timers;
+        }
+        Some(timers.map_or(self.next_send_at, |t| t.min(self.next_send_at)))
     }
 }

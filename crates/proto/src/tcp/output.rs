@@ -49,15 +49,15 @@ impl TcpConnection {
         let cwnd = self.cc.window();
         // A pacing controller (BBR) spaces data segments at its rate: until the next
         // departure time only ACKs and the FIN may leave.
-        let paced = self.cc.pacing_rate();
-        let pace_ok = paced.is_none() || now >= self.next_send_at;
-        self.pacing_wait = !pace_ok;
+        let pace_ok = !self.model_based || self.pacing_allows(now);
         if let Some((off, len)) = self.board.next_retransmit().filter(|_| pace_ok) {
             if self.fast_rtx_pending || self.in_flight() + len <= cwnd {
                 self.fast_rtx_pending = false;
                 self.board.on_retransmit(now, off);
                 self.cc.on_packet_sent(now, len, self.in_flight());
-                self.pace(now, paced, len);
+                if self.model_based {
+                    self.pace(now, len);
+                }
                 self.stats.retransmits += 1;
                 self.rto_at
                     .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
@@ -88,7 +88,9 @@ impl TcpConnection {
         {
             self.board.on_send_new(now);
             self.cc.on_packet_sent(now, len, self.in_flight());
-            self.pace(now, paced, len);
+            if self.model_based {
+                self.pace(now, len);
+            }
             self.stats.data_segments_sent += 1;
             if self.send_round <= crate::ROUND_LOG_ROUNDS {
                 self.note_round(max + len, len);
@@ -118,7 +120,7 @@ impl TcpConnection {
     /// FIN to send and no ACK owed. A sender clocked by its ACKs fills the window
     /// with each one, so this spares the poll after almost every segment.
     pub(super) fn could_send_more(&self, now: Instant) -> bool {
-        if self.cc.pacing_rate().is_some() && self.next_send_at > now {
+        if self.model_based && self.next_send_at > now {
             // Paced: no data before the next departure time (the timer says when).
             return self.ack_now || (self.closed && !self.fin_sent);
         }
@@ -130,11 +132,19 @@ impl TcpConnection {
             || (len > 0 && self.in_flight() + len <= self.cc.window())
     }
 
+    /// Whether a pacing controller lets data leave at `now`; if not, the sender
+    /// waits for the departure time (a timer).
+    #[inline(never)]
+    fn pacing_allows(&mut self, now: Instant) -> bool {
+        self.pacing_wait = self.cc.pacing_rate().is_some() && now < self.next_send_at;
+        !self.pacing_wait
+    }
+
     /// Books the departure of a data segment of `len` bytes: the next may leave one
     /// segment's time later at the pacing rate (an earliest departure time, as
     /// Linux's EDT pacing keeps; idle time earns no burst).
-    fn pace(&mut self, now: Instant, rate: Option<f64>, len: u64) {
-        if let Some(rate) = rate.filter(|&r| r > 0.0) {
+    fn pace(&mut self, now: Instant, len: u64) {
+        if let Some(rate) = self.cc.pacing_rate().filter(|&r| r > 0.0) {
             let wire = (len + PACED_HEADER_BYTES) as f64;
             let gap = (wire / rate * 1e9).min(1e12) as u64;
             self.next_send_at = self.next_send_at.max(now).add_nanos(gap);

@@ -79,14 +79,28 @@ pub struct CompareArgs {
 enum Scheme {
     /// The kernel's TCP with congestion control `cc`, over `streams` connections.
     Kernel { cc: String, streams: u32 },
-    /// longhaul's UDT engine with rate control `cc` (one of [`RateControl::NAMES`]).
+    /// longhaul's UDT engine with rate control `cc` (one of [`RateControl::NAMES`];
+    /// the BBR ones are named `udt-bbr...` here, since `bbr` is the kernel's).
     Udt { cc: &'static str },
+}
+
+/// The name of UDT with rate control `cc` among the schemes: `udt` and `ar-udt` as
+/// they are, `udt-` before the BBR family's (whose bare names are the kernel's).
+fn udt_scheme_name(cc: &str) -> String {
+    if cc.starts_with("bbr") {
+        format!("udt-{cc}")
+    } else {
+        cc.to_string()
+    }
 }
 
 impl Scheme {
     fn parse(s: &str) -> Result<Scheme, String> {
         let s = s.trim();
-        if let Some(&cc) = RateControl::NAMES.iter().find(|&&n| n == s) {
+        if let Some(&cc) = RateControl::NAMES
+            .iter()
+            .find(|&&n| udt_scheme_name(n) == s)
+        {
             return Ok(Scheme::Udt { cc });
         }
         let (cc, streams) = match s.split_once('-') {
@@ -101,7 +115,11 @@ impl Scheme {
             _ => Err(format!(
                 "`{s}` is not a scheme: use cubic, reno, bbr (optionally -N for N parallel \
                  streams, 1 to 64), or {}",
-                RateControl::NAMES.join(" or ")
+                RateControl::NAMES
+                    .iter()
+                    .map(|n| udt_scheme_name(n))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             )),
         }
     }
@@ -110,7 +128,7 @@ impl Scheme {
         match self {
             Scheme::Kernel { cc, streams: 1 } => cc.clone(),
             Scheme::Kernel { cc, streams } => format!("{cc}-{streams}"),
-            Scheme::Udt { cc } => (*cc).into(),
+            Scheme::Udt { cc } => udt_scheme_name(cc),
         }
     }
 }
@@ -709,6 +727,36 @@ mod tests {
             emulator_cpu: 0.2,
             series_bps: vec![40e6, 50e6, 60e6],
         }
+    }
+
+    /// `bbr` is the kernel's TCP BBR; UDT driven by BBR is `udt-bbr` (and the
+    /// other BBR names likewise), and each name reads back as itself.
+    #[test]
+    fn kernel_and_udt_bbr_are_told_apart() {
+        assert_eq!(
+            Scheme::parse("bbr").unwrap(),
+            Scheme::Kernel {
+                cc: "bbr".into(),
+                streams: 1
+            }
+        );
+        assert_eq!(
+            Scheme::parse("udt-bbr-lh").unwrap(),
+            Scheme::Udt { cc: "bbr-lh" }
+        );
+        for n in [
+            "udt",
+            "ar-udt",
+            "udt-bbr",
+            "udt-bbr-v3",
+            "udt-bbr-lh",
+            "bbr-4",
+            "cubic",
+        ] {
+            assert_eq!(Scheme::parse(n).unwrap().name(), n);
+        }
+        let e = Scheme::parse("bbr-lh").unwrap_err();
+        assert!(e.contains("udt-bbr-lh"), "{e}");
     }
 
     /// A second compare into the same folder, over another grid, leaves that grid's

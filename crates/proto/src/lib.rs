@@ -14,7 +14,8 @@
 //! the same bytes out. Bad peer input is counted, never returned as an error.
 //!
 //! What is here: time and rate types, an RFC 6298 RTT estimator, congestion control
-//! (NewReno, CUBIC, UDT's and AR-UDT's rate control, SCTP's per-destination window),
+//! (NewReno, CUBIC, BBR with its delivery-rate sampler for TCP and UDT, UDT's and
+//! AR-UDT's rate control, SCTP's per-destination window),
 //! a TCP engine with SACK (RFC 2018/6675) meant for simulation (it tracks byte counts,
 //! not payload content), a UDT engine wire-compatible with UDT4 4.11, and an SCTP
 //! association (RFC 9260) that carries real message bytes. The block manager of a

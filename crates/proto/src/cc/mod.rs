@@ -1,8 +1,12 @@
 //! Congestion control: one file and one config struct per algorithm.
 //!
-//! Window-based controllers (NewReno, CUBIC) implement [`CongestionControl`]; UDT's
-//! rate-based ones (UDT, AR-UDT) implement [`UdtRateControl`], whose events carry what
-//! UDT's receiver reports (receive rate, link capacity, the ACK's RTT). SCTP's
+//! TCP's controllers (NewReno, CUBIC, BBR) implement [`CongestionControl`]; UDT's
+//! rate-based ones (UDT, AR-UDT, and BBR through [`BbrUdt`]) implement
+//! [`UdtRateControl`], whose events carry what UDT's receiver reports (receive rate,
+//! link capacity, the ACK's RTT, the NAKs' loss lists). BBR is one model
+//! ([`Bbr`], counting bytes) behind both: fed by the TCP engine's delivery-rate
+//! samples ([`RateSampler`], kept only for a controller that asks), or by
+//! [`BbrUdt`]'s reading of UDT's ACKs and NAKs. SCTP's
 //! ([`SctpCc`]) is a plain struct: its rules hang on SCTP's own events (a SACK's bytes
 //! and whether it moved the cumulative TSN, T3 expiry), which TCP's trait has no
 //! words for.

@@ -23,6 +23,16 @@ fn namespaces_of(pid: u32) -> Vec<String> {
 }
 
 /// Whether `pid` is a process that still runs (a zombie does not).
+/// Writes `len` varied bytes (no run of equal blocks, so a misplaced block shows) to
+/// `path` and returns them.
+fn varied_file(path: &std::path::Path, len: u32) -> Vec<u8> {
+    let data: Vec<u8> = (0..len)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
 fn running(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => !s
@@ -39,11 +49,7 @@ fn a_transfer_crosses_a_lossy_emulated_link_byte_exact() {
     let src = dir.path().join("in");
     let dst = dir.path().join("out");
     std::fs::create_dir_all(&src).unwrap();
-    // 3 MB of varied bytes.
-    let data: Vec<u8> = (0..3_000_000u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
-    std::fs::write(src.join("f.bin"), &data).unwrap();
+    let data = varied_file(&src.join("f.bin"), 3_000_000);
     let bin = env!("CARGO_BIN_EXE_longhaul");
     let report = dir.path().join("run.json");
     let pcap = dir.path().join("link.pcap");
@@ -297,10 +303,7 @@ fn bad_flags_exit_2_naming_the_flag() {
 fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
     let _g = lock();
     let dir = tempfile::tempdir().unwrap();
-    let data: Vec<u8> = (0..4_000_000u32)
-        .map(|i| (i.wrapping_mul(40_503) >> 7) as u8)
-        .collect();
-    std::fs::write(dir.path().join("f.bin"), &data).unwrap();
+    let data = varied_file(&dir.path().join("f.bin"), 4_000_000);
     let bin = env!("CARGO_BIN_EXE_longhaul");
     let report = dir.path().join("run.json");
     let out = dir.path().join("out");
@@ -456,10 +459,7 @@ fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
 fn bbr_lh_keeps_a_five_percent_loss_path_full() {
     let _g = lock();
     let dir = tempfile::tempdir().unwrap();
-    let data: Vec<u8> = (0..100_000_000u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
-        .collect();
-    std::fs::write(dir.path().join("f.bin"), &data).unwrap();
+    let data = varied_file(&dir.path().join("f.bin"), 100_000_000);
     let bin = env!("CARGO_BIN_EXE_longhaul");
     let mut invalid = Vec::new();
     for attempt in 0..3 {

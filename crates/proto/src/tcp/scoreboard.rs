@@ -665,6 +665,42 @@ mod tests {
         b
     }
 
+    /// With rate sampling on, a SACKed segment counts as delivered when it is
+    /// SACKed and not again when the cumulative ACK passes it; a lost one counts as
+    /// lost; a retransmission's sample measures from its new send. Ten segments of
+    /// 100 bytes leave 1 ms apart; 1..=4 are SACKed at 50 ms, 0 is lost and resent
+    /// at 60 ms, and the cumulative ACK of everything comes at 110 ms.
+    #[test]
+    fn rate_samples_count_each_delivery_once() {
+        let ms = |n: u64| Instant::from_nanos(n * 1_000_000);
+        let mut b = Scoreboard::new(MSS);
+        b.enable_rate_sampling();
+        for i in 0..10 {
+            b.on_send_new(ms(i));
+        }
+        b.begin_rate_sample();
+        b.on_sack_blocks(&[(100, 500)], ms(50));
+        b.detect_losses(3 * MSS);
+        let (rs, delivered) = b.finish_rate_sample(ms(50), 1000, None, None).unwrap();
+        assert_eq!((rs.newly_acked, delivered, rs.newly_lost), (400, 400, 100));
+        // Segment 4 (sent at 4 ms, first send at 0) is the newest: 400 bytes over
+        // max(send 4 ms, ACK 50 ms).
+        assert_eq!(rs.interval, Duration::from_millis(50));
+        b.on_retransmit(ms(60), 0);
+        b.begin_rate_sample();
+        b.on_cumulative_ack(1000, ms(110));
+        let (rs, delivered) = b.finish_rate_sample(ms(110), 600, None, None).unwrap();
+        // Segments 0 and 5..=9 are new; 1..=4 were counted at 50 ms.
+        assert_eq!((rs.newly_acked, delivered, rs.newly_lost), (600, 1000, 0));
+        // The newest send among them is the retransmission at 60 ms, made when 400
+        // bytes were delivered (at 50 ms): 600 bytes over 60 ms of ACK interval.
+        assert_eq!(rs.prior_delivered, 400);
+        assert_eq!(rs.delivered, 600);
+        assert_eq!(rs.interval, Duration::from_millis(60));
+        // Rate sampling off: nothing to finish.
+        assert!(board(1).finish_rate_sample(ms(1), 0, None, None).is_none());
+    }
+
     #[test]
     fn sack_then_loss_then_retransmit_keeps_the_pipe_right() {
         let mut b = board(10);

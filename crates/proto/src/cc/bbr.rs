@@ -699,7 +699,8 @@ impl super::CongestionControl for Bbr {
         self.cwnd = self.cwnd.max(self.prior_cwnd);
     }
     fn on_timeout(&mut self, _now: Instant, in_flight: u64) {
-        self.in_recovery = true;
+        // The engine signals no end of a timeout's episode, so it is not a
+        // recovery here (a flag it never cleared would keep a stale prior window).
         self.on_rto(in_flight);
     }
     fn window(&self) -> u64 {

@@ -40,6 +40,7 @@ use super::delivery_rate::{RateSampler, SendState};
 use super::udt::{UdtInputs, UdtRateControl};
 use crate::seq::UdtSeqNumber;
 use crate::time::Instant;
+use longhaul_wire::udt::LossList;
 
 /// UDT's initial window, packets (`CUDTCC`'s `m_dCWndSize`).
 const INITIAL_WINDOW_PKTS: u64 = 16;
@@ -178,9 +179,9 @@ impl UdtRateControl for BbrUdt {
 
     fn on_loss(&mut self, _now: Instant, _first_lost: UdtSeqNumber, _inputs: &UdtInputs) {}
 
-    fn on_nak_ranges(&mut self, now: Instant, ranges: &[(UdtSeqNumber, UdtSeqNumber)]) {
+    fn on_nak_ranges(&mut self, now: Instant, list: LossList<'_>) {
         let prior_in_flight = self.in_flight();
-        for &(a, b) in ranges {
+        for (a, b) in list.ranges() {
             let (Some(ia), Some(ib)) = (self.index(a), self.index(b)) else {
                 continue;
             };
@@ -197,7 +198,7 @@ impl UdtRateControl for BbrUdt {
         }
         // The packet after the last range has arrived, and so has every packet
         // since the last NAK's that this one does not list.
-        let Some(&(_, last)) = ranges.last() else {
+        let Some((_, last)) = list.ranges().last() else {
             return;
         };
         let Some(arrived) = self.index(last.inc()) else {
@@ -208,9 +209,9 @@ impl UdtRateControl for BbrUdt {
             return;
         }
         self.sampler.begin_ack();
-        let listed: Vec<(usize, usize)> = ranges
-            .iter()
-            .filter_map(|&(a, b)| Some((self.index(a)?, self.index(b)?)))
+        let listed: Vec<(usize, usize)> = list
+            .ranges()
+            .filter_map(|(a, b)| Some((self.index(a)?, self.index(b)?)))
             .collect();
         let mut r = listed.into_iter();
         let mut range = r.next();
@@ -308,6 +309,17 @@ mod tests {
         b
     }
 
+    /// A NAK at `ms` listing `ranges`, encoded as on the wire.
+    fn nak(b: &mut BbrUdt, ms: u64, ranges: &[(u32, u32)]) {
+        let ranges: Vec<_> = ranges
+            .iter()
+            .map(|&(a, z)| (UdtSeqNumber::new(a), UdtSeqNumber::new(z)))
+            .collect();
+        let mut buf = vec![0u8; LossList::encoded_len(&ranges)];
+        let list = LossList::encode(&ranges, &mut buf);
+        b.on_nak_ranges(Instant::from_nanos(ms * 1_000_000), list);
+    }
+
     /// A NAK for 103–104 shows 105 arrived, and with it 100–102: six packets
     /// leave the flight (four delivered, two lost), and the window the engine sees
     /// grows by them. Resending 103 puts it back in flight; a periodic NAK listing
@@ -316,8 +328,7 @@ mod tests {
     fn naks_are_read_as_sack() {
         let mut b = sender(10);
         let cwnd0 = b.cwnd_pkts();
-        let nak = [(UdtSeqNumber::new(103), UdtSeqNumber::new(104))];
-        b.on_nak_ranges(Instant::from_nanos(50_000_000), &nak);
+        nak(&mut b, 50, &[(103, 104)]);
         assert_eq!(b.in_flight_pkts, 4, "106-109 are still in flight");
         assert_eq!(b.sampler.delivered(), 4 * u64::from(MSS), "100-102 and 105");
         assert_eq!(b.sampler.lost(), 2 * u64::from(MSS));
@@ -325,8 +336,7 @@ mod tests {
         assert_eq!(b.cwnd_pkts(), cwnd0 + 6.0 + 4.0);
         b.on_packet_sent(Instant::from_nanos(60_000_000), UdtSeqNumber::new(103));
         assert_eq!(b.in_flight_pkts, 5);
-        let again = [(UdtSeqNumber::new(104), UdtSeqNumber::new(104))];
-        b.on_nak_ranges(Instant::from_nanos(70_000_000), &again);
+        nak(&mut b, 70, &[(104, 104)]);
         assert_eq!(b.sampler.lost(), 2 * u64::from(MSS));
         // The cumulative ACK past 105 delivers only 103 and 104 anew.
         b.on_light_ack(Instant::from_nanos(80_000_000), UdtSeqNumber::new(106));

@@ -23,6 +23,7 @@
 
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
+use longhaul_wire::udt::LossList;
 
 /// SYN, the rate-control interval, µs (`m_iSYNInterval`).
 pub const SYN_US: f64 = 10_000.0;
@@ -91,10 +92,9 @@ pub trait UdtRateControl: core::fmt::Debug + Send {
     fn on_loss(&mut self, now: Instant, first_lost: UdtSeqNumber, inputs: &UdtInputs);
     /// The EXP timer expired.
     fn on_timeout(&mut self, now: Instant, inputs: &UdtInputs);
-    /// A NAK arrived listing `ranges` (first and last sequence number of each, in
-    /// order), after [`on_loss`](Self::on_loss). UDT4's controllers need only the
-    /// first loss.
-    fn on_nak_ranges(&mut self, _now: Instant, _ranges: &[(UdtSeqNumber, UdtSeqNumber)]) {}
+    /// A NAK arrived with loss list `list`, after [`on_loss`](Self::on_loss). UDT4's
+    /// controllers need only the first loss.
+    fn on_nak_ranges(&mut self, _now: Instant, _list: LossList<'_>) {}
     /// A light ACK (every 64 packets, no rates or RTT) acknowledged everything
     /// before `ack`. UDT4's controllers do not see these.
     fn on_light_ack(&mut self, _now: Instant, _ack: UdtSeqNumber) {}

@@ -328,12 +328,7 @@ impl UdtConnection {
         };
         let inputs = self.inputs();
         rate!(self, c => c.on_loss(now, first, &inputs));
-        // Only BBR reads the whole list (as SACK information); the others are spared
-        // collecting it.
-        if let AnyRate::Bbr(c) = &mut self.cc {
-            let ranges: Vec<_> = list.ranges().collect();
-            c.on_nak_ranges(now, &ranges);
-        }
+        rate!(self, c => c.on_nak_ranges(now, list));
         for (a, b) in list.ranges() {
             let (Some(ia), Some(ib)) = (
                 self.index_of(a, self.snd_last_ack),

@@ -12,6 +12,9 @@ use longhaul_emu::config::MTU_RANGE;
 use longhaul_emu::emulator::{CLIENT_ADDR, SERVER_ADDR};
 use longhaul_emu::stats::{DirReport, EmuReport};
 use longhaul_emu::{netns, EmuConfig, Emulator, LinkRate, LossModel, Pair, QueueLimit};
+use longhaul_model::fifo::Aqm;
+use longhaul_model::impair::{Impairments, Jitter, Reorder};
+use longhaul_model::schedule;
 use longhaul_model::trace::Trace;
 use longhaul_model::units::{parse_queue, parse_rate, parse_time};
 use longhaul_model::QueueSpec;
@@ -57,6 +60,30 @@ pub struct EmuArgs {
     /// DropTail queue limit each way: `1bdp` (of rate × RTT), `100pkts`, `1MB`.
     #[arg(long, default_value = "1bdp")]
     queue: String,
+    /// Queue discipline each way: `droptail`, `red[:min=N,max=N,maxp=P,wq=W,
+    /// gentle=on|off,ecn,bytes]` (thresholds in packets; RED drops, or with `ecn`
+    /// marks ECN-capable packets, before the --queue limit), or `wred[:p1=MIN/MAX,
+    /// p2=..,p3=..]` with thresholds per AF drop precedence (DSCP AFx1..AFx3).
+    #[arg(long, default_value = "droptail")]
+    aqm: String,
+    /// Delay jitter each way: a standard deviation (`2ms`, normal) or
+    /// `HALF_WIDTH,uniform`. Packets keep their order unless --jitter-reorder.
+    #[arg(long)]
+    jitter: Option<String>,
+    /// Let jitter reorder packets (as netem's default) instead of keeping them FIFO.
+    #[arg(long, requires = "jitter")]
+    jitter_reorder: bool,
+    /// Reordering each way: `P[,DELAY]`, each packet held back DELAY (1ms by
+    /// default) with probability P, so those behind it overtake it.
+    #[arg(long)]
+    reorder: Option<String>,
+    /// Duplication each way: each packet sent twice with this probability.
+    #[arg(long, default_value_t = 0.0)]
+    duplicate: f64,
+    /// A TOML file of steps that change rate, delay and loss over time
+    /// (`[[step]] at = "10s" rate = "50Mbps" delay = "40ms" loss = "1e-3"`).
+    #[arg(long)]
+    schedule: Option<PathBuf>,
     /// A mahimahi trace (one delivery opportunity of 1500 bytes per line, in ms)
     /// for client to server, instead of --rate.
     #[arg(long)]
@@ -165,8 +192,47 @@ fn config(a: &EmuArgs) -> Result<EmuConfig, Failure> {
             QueueSpec::Limit(limit) => limit,
         };
     }
+    impairments(a, &mut cfg)?;
     cfg.validate().map_err(|e| Failure::input(anyhow!(e)))?;
     Ok(cfg)
+}
+
+/// Adds the queue discipline, impairments and schedule from the flags.
+fn impairments(a: &EmuArgs, cfg: &mut EmuConfig) -> Result<(), Failure> {
+    let jitter = a
+        .jitter
+        .as_deref()
+        .map(|j| Jitter::parse(j, a.jitter_reorder).map_err(|e| bad("jitter", e)))
+        .transpose()?;
+    let reorder = a
+        .reorder
+        .as_deref()
+        .map(|r| Reorder::parse(r).map_err(|e| bad("reorder", e)))
+        .transpose()?;
+    let schedule = match &a.schedule {
+        Some(p) => {
+            let text = crate::read_small_file(p, 1 << 20).map_err(|e| bad("schedule", e))?;
+            schedule::parse(&text).map_err(|e| bad("schedule", format!("{}: {e}", p.display())))?
+        }
+        None => [vec![], vec![]],
+    };
+    let mtu = f64::from(cfg.mtu);
+    for (d, steps) in [&mut cfg.up, &mut cfg.down].into_iter().zip(schedule) {
+        let limit = match d.queue {
+            QueueLimit::Packets(n) => f64::from(n),
+            QueueLimit::Bytes(b) => b as f64 / mtu,
+        };
+        d.aqm = Aqm::parse(&a.aqm, limit).map_err(|e| bad("aqm", e))?;
+        d.impair = Impairments {
+            jitter,
+            reorder,
+            duplicate: a.duplicate,
+        };
+        d.impair.validate().map_err(|e| bad("duplicate", e))?;
+        d.schedule = steps;
+        d.validate().map_err(|e| bad("schedule", e))?;
+    }
+    Ok(())
 }
 
 /// Deletes namespaces whose `longhaul emu` process is gone.
@@ -399,6 +465,12 @@ fn print_dir(d: &DirReport) {
         d.lost_queue,
         d.peak_queue_bytes
     );
+    if d.lost_aqm + d.reordered + d.duplicated + d.ce_marked > 0 {
+        eprintln!(
+            "      RED dropped {}, marked CE {}; reordered {}, duplicated {}",
+            d.lost_aqm, d.ce_marked, d.reordered, d.duplicated
+        );
+    }
     let mut flows: Vec<_> = d.flows.iter().collect();
     flows.sort_by_key(|f| std::cmp::Reverse(f.bytes_out));
     for f in flows.iter().take(8) {

@@ -34,12 +34,7 @@ impl EmuConfig {
         } else {
             LossModel::None
         };
-        let dir = DirectionConfig {
-            rate: LinkRate::Constant(rate),
-            delay,
-            loss,
-            queue,
-        };
+        let dir = DirectionConfig::fifo(LinkRate::Constant(rate), delay, loss, queue);
         EmuConfig {
             up: dir.clone(),
             down: dir,
@@ -51,7 +46,7 @@ impl EmuConfig {
     /// Checks the configuration makes sense; says which field does not.
     pub fn validate(&self) -> Result<(), String> {
         for (name, d) in [("up", &self.up), ("down", &self.down)] {
-            d.loss.validate().map_err(|e| format!("{name}: {e}"))?;
+            d.validate().map_err(|e| format!("{name}: {e}"))?;
             match d.queue {
                 QueueLimit::Packets(0) | QueueLimit::Bytes(0) => {
                     return Err(format!(

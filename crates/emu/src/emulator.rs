@@ -32,7 +32,7 @@ use crate::gso::{self, SegInfo, MAX_SUPER, VNET_HDR_LEN};
 use crate::netns::{unique_name, Netns, NetnsError};
 use crate::stats::{lateness_histogram, DirReport, DirStats, EmuReport, FlowId, Health};
 use crate::tun::Tun;
-use longhaul_model::fifo::{Direction, Verdict};
+use longhaul_model::fifo::{Arrival, Direction, Verdict};
 
 /// Packets read from one TUN per turn of the loop, so one busy direction cannot
 /// starve the other or delay due writes.
@@ -411,29 +411,59 @@ impl Emulator {
         io: &mut Io,
         d: usize,
         now: Instant,
-        buf: Vec<u8>,
+        mut buf: Vec<u8>,
         len: usize,
         queue: &mut VecDeque<InFlight>,
     ) {
         let ip = &buf[io.off..len];
         let flow = self.stats[d].arrive(now.as_nanos(), ip);
-        match self.dirs[d].handle_arrival(now, ip.len()) {
-            Verdict::Deliver(due) => queue.push_back(InFlight {
-                due: due.as_nanos(),
-                arrived: now.as_nanos(),
-                flow,
-                len,
-                buf,
-            }),
+        let tos = ip.get(1).copied().unwrap_or(0);
+        let pkt = Arrival {
+            len: ip.len(),
+            dscp: tos >> 2,
+            // ECT(1) = 01, ECT(0) = 10 (RFC 3168 §5); CE = 11 is left as it is.
+            ect: matches!(tos & 3, 1 | 2),
+        };
+        let v = match self.dirs[d].handle(now, pkt) {
+            Verdict::Deliver(v) => v,
             Verdict::Lost => {
                 self.stats[d].lost(flow);
                 io.pool.push(buf);
+                return;
             }
             Verdict::Overflow => {
                 self.stats[d].overflow(flow);
                 io.pool.push(buf);
+                return;
             }
+            Verdict::Aqm => {
+                self.stats[d].aqm(flow);
+                io.pool.push(buf);
+                return;
+            }
+        };
+        if v.ce {
+            mark_ce(&mut buf[io.off..len]);
         }
+        self.stats[d].impaired(flow, v.held, v.copy.is_some(), v.ce);
+        if let Some(at) = v.copy {
+            let mut copy = io.take();
+            copy[..len].copy_from_slice(&buf[..len]);
+            insert(queue, InFlight {
+                due: at.as_nanos(),
+                arrived: now.as_nanos(),
+                flow,
+                len,
+                buf: copy,
+            });
+        }
+        insert(queue, InFlight {
+            due: v.at.as_nanos(),
+            arrived: now.as_nanos(),
+            flow,
+            len,
+            buf,
+        });
     }
 
     /// Writes the packet at the front of `queue`, which is due, to `tun`. With
@@ -532,6 +562,33 @@ impl Io {
             .pop()
             .unwrap_or_else(|| vec![0; self.seg_size + 1])
     }
+}
+
+/// Queues `p` behind every packet due no later than it: in arrival order while
+/// the link is FIFO (a push at the back), by departure once impairments reorder.
+fn insert(queue: &mut VecDeque<InFlight>, p: InFlight) {
+    let mut i = queue.len();
+    while i > 0 && queue[i - 1].due > p.due {
+        i -= 1;
+    }
+    queue.insert(i, p);
+}
+
+/// Sets an IPv4 packet's ECN field to Congestion Experienced (11) and patches its
+/// header checksum incrementally (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')).
+fn mark_ce(ip: &mut [u8]) {
+    if ip.len() < 20 || ip[0] >> 4 != 4 {
+        return;
+    }
+    let old = u16::from_be_bytes([ip[0], ip[1]]);
+    ip[1] |= 3;
+    let new = u16::from_be_bytes([ip[0], ip[1]]);
+    let hc = u16::from_be_bytes([ip[10], ip[11]]);
+    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
 }
 
 /// CPU time of the calling thread, s.

@@ -16,6 +16,8 @@ use longhaul_wire::Ipv4Packet;
 use serde::Serialize;
 
 use crate::config::{DirectionConfig, LinkRate, LossModel, QueueLimit};
+use longhaul_model::fifo::Aqm;
+use longhaul_model::impair::Impairments;
 
 /// The 5-tuple of a packet (ports are 0 for protocols without them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,6 +92,14 @@ pub struct Counters {
     pub lost: u64,
     /// Packets the full queue dropped.
     pub overflow: u64,
+    /// Packets RED dropped early.
+    pub aqm: u64,
+    /// Packets held back to be reordered.
+    pub held: u64,
+    /// Packets sent twice (the copies).
+    pub duplicated: u64,
+    /// Packets RED marked Congestion Experienced.
+    pub ce_marked: u64,
     /// First arrival and first and last delivery, ns since the run's start.
     pub first_arrival: Option<u64>,
     /// First delivery, ns.
@@ -111,6 +121,10 @@ impl Counters {
             delivered: (0, 0),
             lost: 0,
             overflow: 0,
+            aqm: 0,
+            held: 0,
+            duplicated: 0,
+            ce_marked: 0,
             first_arrival: None,
             first_delivery: None,
             last_delivery: 0,
@@ -212,6 +226,24 @@ impl DirStats {
         }
     }
 
+    /// Counts an early drop by RED.
+    pub fn aqm(&mut self, flow: FlowId) {
+        self.total.aqm += 1;
+        if let Some(i) = flow {
+            self.flows[i].1.aqm += 1;
+        }
+    }
+
+    /// Counts what the impairments and RED did to a delivered packet: held back,
+    /// copied, marked.
+    pub fn impaired(&mut self, flow: FlowId, held: bool, duplicated: bool, ce: bool) {
+        for c in std::iter::once(&mut self.total).chain(flow.map(|i| &mut self.flows[i].1)) {
+            c.held += u64::from(held);
+            c.duplicated += u64::from(duplicated);
+            c.ce_marked += u64::from(ce);
+        }
+    }
+
     /// Counts a delivery at `now` of a packet that arrived at `arrived`.
     pub fn deliver(&mut self, flow: FlowId, now: u64, arrived: u64, len: usize) {
         let owd = now.saturating_sub(arrived);
@@ -268,6 +300,14 @@ pub struct FlowReport {
     pub lost_random: u64,
     /// Dropped by the full queue.
     pub lost_queue: u64,
+    /// Dropped early by RED.
+    pub lost_aqm: u64,
+    /// Held back to be reordered.
+    pub reordered: u64,
+    /// Sent twice.
+    pub duplicated: u64,
+    /// Marked Congestion Experienced by RED.
+    pub ce_marked: u64,
     /// First to last delivery, b/s.
     pub throughput_bps: f64,
     /// One-way delay inside the emulator.
@@ -291,6 +331,12 @@ pub struct DirReport {
     pub queue: QueueLimit,
     /// Loss model.
     pub loss: LossModel,
+    /// Early drops before the queue's limit.
+    pub aqm: Aqm,
+    /// Jitter, reordering, duplication.
+    pub impairments: Impairments,
+    /// Steps of the link's schedule.
+    pub schedule_steps: usize,
     /// Packets read off the TUN.
     pub packets_in: u64,
     /// Packets delivered.
@@ -301,6 +347,14 @@ pub struct DirReport {
     pub lost_random: u64,
     /// Dropped by the full queue.
     pub lost_queue: u64,
+    /// Dropped early by RED.
+    pub lost_aqm: u64,
+    /// Held back to be reordered.
+    pub reordered: u64,
+    /// Sent twice.
+    pub duplicated: u64,
+    /// Marked Congestion Experienced by RED.
+    pub ce_marked: u64,
     /// Highest queue occupancy, bytes.
     pub peak_queue_bytes: u64,
     /// Delivered bits over what the link could carry from the first arrival to the
@@ -352,6 +406,10 @@ impl DirReport {
                 bytes_out: c.delivered.1,
                 lost_random: c.lost,
                 lost_queue: c.overflow,
+                lost_aqm: c.aqm,
+                reordered: c.held,
+                duplicated: c.duplicated,
+                ce_marked: c.ce_marked,
                 throughput_bps: c.throughput_bps(),
                 owd_ms: DelayMs::of(c),
                 series_bps: series(c),
@@ -369,11 +427,18 @@ impl DirReport {
             delay_ms: cfg.delay.as_secs_f64() * 1e3,
             queue: cfg.queue,
             loss: cfg.loss,
+            aqm: cfg.aqm.clone(),
+            impairments: cfg.impair,
+            schedule_steps: cfg.schedule.len(),
             packets_in: t.arrived.0,
             packets_out: t.delivered.0,
             bytes_out: t.delivered.1,
             lost_random: t.lost,
             lost_queue: t.overflow,
+            lost_aqm: t.aqm,
+            reordered: t.held,
+            duplicated: t.duplicated,
+            ce_marked: t.ce_marked,
             peak_queue_bytes,
             utilisation,
             throughput_bps: t.throughput_bps(),

@@ -589,12 +589,7 @@ mod tests {
             let mut sim = Link::new(params, 0, 1, 42, 0);
             sim.set_cut_through();
             let mut model = Direction::new(
-                &DirectionConfig {
-                    rate: LinkRate::Constant(rate),
-                    delay,
-                    loss,
-                    queue: limit,
-                },
+                &DirectionConfig::fifo(LinkRate::Constant(rate), delay, loss, limit),
                 42,
             );
             // Bursts that overflow the queue, with gaps that let it drain.
@@ -612,7 +607,7 @@ mod tests {
                 let ours = sim.enqueue_through(now, now, i, size);
                 match (ours, model.handle_arrival(now, size as usize)) {
                     (Ok(a), Verdict::Deliver(b)) => {
-                        assert_eq!(a, b, "packet {i} ({limit:?})");
+                        assert_eq!(a, b.at, "packet {i} ({limit:?})");
                         delivered += 1;
                     }
                     (Err(Enqueued::Lost), Verdict::Lost) => lost += 1,

@@ -281,8 +281,42 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--interval", "0s"], "--interval"),
         // Stopped before anything ran, with exit 0 and an empty report.
         (&["--duration", "0s"], "--duration: 0 stops"),
+        (
+            &["--aqm", "codel"],
+            "--aqm: `codel` is not a queue discipline",
+        ),
+        (
+            &["--aqm", "red:min=50,max=10"],
+            "--aqm: RED max_th 10 must be above",
+        ),
+        (&["--aqm", "wred:p4=1/2"], "--aqm: unknown wred key `p4`"),
+        (&["--jitter", "5ms,pareto"], "--jitter: `pareto`"),
+        (&["--reorder", "2"], "--reorder: reorder probability 2"),
+        (
+            &["--reorder", "0.1,0ms"],
+            "--reorder: a reorder needs a hold-back delay",
+        ),
+        (
+            &["--duplicate", "1.5"],
+            "--duplicate: duplicate probability 1.5",
+        ),
+        (&["--schedule", "/nonexistent/s.toml"], "--schedule"),
     ];
     exit_2_saying(&["emu"], cases, &["--", "true"]);
+    // A bad schedule step is reported with its file, step and key.
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("steps.toml");
+    std::fs::write(&s, "[[step]]\nat = \"1s\"\nrate = \"quick\"\n").unwrap();
+    let o = Command::new(bin)
+        .arg("emu")
+        .arg("--schedule")
+        .arg(&s)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("steps.toml: step 1: `rate`"), "{err}");
     // A bad trace line is reported with its file and line number.
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("bad.trace");

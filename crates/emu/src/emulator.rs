@@ -449,21 +449,27 @@ impl Emulator {
         if let Some(at) = v.copy {
             let mut copy = io.take();
             copy[..len].copy_from_slice(&buf[..len]);
-            insert(queue, InFlight {
-                due: at.as_nanos(),
+            insert(
+                queue,
+                InFlight {
+                    due: at.as_nanos(),
+                    arrived: now.as_nanos(),
+                    flow,
+                    len,
+                    buf: copy,
+                },
+            );
+        }
+        insert(
+            queue,
+            InFlight {
+                due: v.at.as_nanos(),
                 arrived: now.as_nanos(),
                 flow,
                 len,
-                buf: copy,
-            });
-        }
-        insert(queue, InFlight {
-            due: v.at.as_nanos(),
-            arrived: now.as_nanos(),
-            flow,
-            len,
-            buf,
-        });
+                buf,
+            },
+        );
     }
 
     /// Writes the packet at the front of `queue`, which is due, to `tun`. With
@@ -599,4 +605,51 @@ fn thread_cpu() -> f64 {
             t(u.user_time()) + t(u.system_time())
         })
         .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use longhaul_wire::Ipv4Packet;
+
+    /// A 28-byte IPv4/UDP packet with a valid header checksum and `tos`.
+    fn packet(tos: u8) -> Vec<u8> {
+        let mut p = vec![
+            0x45, tos, 0, 28, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 10, 77, 0, 1, 10, 77, 0, 2,
+        ];
+        p.extend_from_slice(&[0; 8]);
+        Ipv4Packet::new_unchecked(&mut p[..]).fill_checksum();
+        p
+    }
+
+    #[test]
+    fn marking_ce_keeps_the_header_checksum_valid() {
+        for tos in [0x01, 0x02, 0x29, 0xb8 | 2, 0xfe] {
+            let mut p = packet(tos);
+            mark_ce(&mut p);
+            assert_eq!(p[1], tos | 3);
+            let ip = Ipv4Packet::new_checked(&p[..]).unwrap();
+            assert!(ip.verify_checksum(), "tos {tos:#x}");
+        }
+    }
+
+    #[test]
+    fn insertion_keeps_departures_in_order_and_ties_in_arrival_order() {
+        let mut q = VecDeque::new();
+        for (i, due) in [10u64, 30, 20, 30, 5].into_iter().enumerate() {
+            insert(
+                &mut q,
+                InFlight {
+                    due,
+                    arrived: i as u64,
+                    flow: None,
+                    len: 0,
+                    buf: vec![],
+                },
+            );
+        }
+        let order: Vec<(u64, u64)> = q.iter().map(|p| (p.due, p.arrived)).collect();
+        assert_eq!(order, [(5, 4), (10, 0), (20, 2), (30, 1), (30, 3)]);
+    }
 }

@@ -3,196 +3,25 @@
 //! These tests need root, `/dev/net/tun` and iproute2; they make their own
 //! namespaces (`lh-<pid>-*`) and remove them. They are real-time measurements, so
 //! they run one at a time (a lock) and each is bounded (a few seconds to 30 s).
-//! Tolerances are stated where they are checked.
+//! Each asserts only on a run the emulator reports valid, retrying an invalid run
+//! up to [`TRIES`] times in all ([`common::valid_run`]). Tolerances are stated
+//! where they are checked.
+
+/// Runs per test before it fails for want of a valid one.
+const TRIES: u32 = 3;
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread;
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 
 use longhaul_emu::clock::Clock;
-use longhaul_emu::emulator::{CLIENT_ADDR, SERVER_ADDR};
-use longhaul_emu::{netns, EmuConfig, EmuReport, Emulator, LossModel, Pair};
+use longhaul_emu::emulator::SERVER_ADDR;
+use longhaul_emu::{EmuConfig, LossModel, Pair};
 use longhaul_proto::{Bandwidth, Duration as PDuration};
 use socket2::{Domain, Socket, Type};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Takes the lock and checks the machine can run namespace tests.
-fn prerequisites() -> std::sync::MutexGuard<'static, ()> {
-    let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the emulator tests need root (network namespaces and TUN devices)"
-    );
-    assert!(
-        std::path::Path::new("/dev/net/tun").exists(),
-        "the emulator tests need /dev/net/tun"
-    );
-    guard
-}
-
-/// Runs the emulator for `cfg` while `work` runs; returns the report and what
-/// `work` returned. The namespaces are gone when this returns.
-fn with_emulator<R>(cfg: EmuConfig, work: impl FnOnce(&Pair) -> R) -> (EmuReport, R) {
-    with_emulator_offload(cfg, true, work)
-}
-
-/// [`with_emulator`], choosing whether the TUN devices use offloads.
-fn with_emulator_offload<R>(
-    cfg: EmuConfig,
-    offload: bool,
-    work: impl FnOnce(&Pair) -> R,
-) -> (EmuReport, R) {
-    let pair = Pair::create(cfg.mtu, offload).expect("namespaces and TUNs");
-    assert_eq!(
-        pair.offload(),
-        offload,
-        "this kernel's TUN refused offloads"
-    );
-    let names = [
-        pair.client.name().to_string(),
-        pair.server.name().to_string(),
-    ];
-    let emu = Emulator::new(cfg, Duration::from_millis(100)).expect("valid config");
-    let stop = AtomicBool::new(false);
-    let (report, r) = thread::scope(|s| {
-        let h = s.spawn(|| emu.run(&pair, &stop));
-        let r = work(&pair);
-        stop.store(true, Ordering::Relaxed);
-        (h.join().expect("emulator thread").expect("emulator run"), r)
-    });
-    drop(pair);
-    let left = netns::list();
-    for n in names {
-        assert!(!left.contains(&n), "namespace {n} was left behind");
-    }
-    (report, r)
-}
-
-/// What a constant-rate UDP probe saw at the receiver.
-#[derive(Debug, Default)]
-struct Probe {
-    sent: u64,
-    received: u64,
-    /// Constant-rate packets received (the warm-up left out).
-    rate_packets: u64,
-    /// One-way delays of the constant-rate packets.
-    owds: Vec<u64>,
-    first_ns: u64,
-    last_ns: u64,
-    min_owd_ns: u64,
-}
-
-const PROBE_PORT: u16 = 9000;
-const WARM_UP: u8 = 1;
-/// Packets sent 2 ms apart before the constant rate starts: they cross an empty
-/// queue, so the smallest one-way delay is measured at any probe rate, on warm
-/// kernel paths.
-const WARM_UPS: u64 = 50;
-
-/// Sends `ip_len`-byte UDP packets from client to server at `rate_bps` (counting IP
-/// bytes) for `secs`, each stamped with the send time on a clock shared with the
-/// receiver, which is in the same process.
-fn cbr(pair: &Pair, rate_bps: f64, ip_len: usize, secs: f64) -> Probe {
-    let clock = Clock::new();
-    let done = Arc::new(AtomicBool::new(false));
-    let rx = {
-        let done = done.clone();
-        pair.server.spawn(move || {
-            let sock = UdpSocket::bind(SocketAddr::from((SERVER_ADDR, PROBE_PORT))).unwrap();
-            // 8 MB of receive buffer (forced past rmem_max: we are root), so a receiver
-            // thread descheduled for a while loses nothing the emulator delivered.
-            nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::RcvBufForce, &(8 << 20))
-                .unwrap();
-            sock.set_read_timeout(Some(Duration::from_millis(50)))
-                .unwrap();
-            let mut p = Probe {
-                min_owd_ns: u64::MAX,
-                ..Probe::default()
-            };
-            let mut buf = [0u8; 2048];
-            let mut idle = 0;
-            loop {
-                match sock.recv(&mut buf) {
-                    Ok(n) => {
-                        let now = clock.now().as_nanos();
-                        assert_eq!(n, ip_len - 28);
-                        let sent = u64::from_le_bytes(buf[8..16].try_into().unwrap());
-                        let owd = now - sent;
-                        p.min_owd_ns = p.min_owd_ns.min(owd);
-                        p.received += 1;
-                        if buf[16] == WARM_UP {
-                            continue;
-                        }
-                        if p.rate_packets == 0 {
-                            p.first_ns = now;
-                        }
-                        p.last_ns = now;
-                        p.rate_packets += 1;
-                        p.owds.push(owd);
-                        idle = 0;
-                    }
-                    Err(_) => {
-                        if done.load(Ordering::Relaxed) {
-                            idle += 1;
-                            // 0.5 s of silence after the sender stopped.
-                            if idle >= 10 {
-                                return p;
-                            }
-                        }
-                    }
-                }
-            }
-        })
-    };
-    thread::sleep(Duration::from_millis(100));
-    let tx = pair.client.spawn(move || {
-        let _ = nix::sys::prctl::set_timerslack(1);
-        let sock = UdpSocket::bind(SocketAddr::from((CLIENT_ADDR, 0))).unwrap();
-        sock.connect(SocketAddr::from((SERVER_ADDR, PROBE_PORT)))
-            .unwrap();
-        let gap = (ip_len as f64 * 8.0 / rate_bps * 1e9) as u64;
-        let n = (secs * 1e9 / gap as f64) as u64;
-        let mut payload = vec![0u8; ip_len - 28];
-        payload[16] = WARM_UP;
-        for k in 0..WARM_UPS {
-            payload[8..16].copy_from_slice(&clock.now().as_nanos().to_le_bytes());
-            sock.send(&payload).unwrap();
-            thread::sleep(Duration::from_nanos(2_000_000 + k));
-        }
-        payload[16] = 0;
-        let start = clock.now().as_nanos();
-        for k in 0..n {
-            let due = start + k * gap;
-            loop {
-                let now = clock.now().as_nanos();
-                if now >= due {
-                    break;
-                }
-                // Sleep (with a 1 ns timer slack) until 50 µs before the send time,
-                // then spin: a sender that spins all the time would take a core
-                // from the emulator on a two-core machine.
-                if due - now > 100_000 {
-                    thread::sleep(Duration::from_nanos(due - now - 50_000));
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-            payload[..8].copy_from_slice(&k.to_le_bytes());
-            payload[8..16].copy_from_slice(&clock.now().as_nanos().to_le_bytes());
-            sock.send(&payload).unwrap();
-        }
-        WARM_UPS + n
-    });
-    let sent = tx.join().unwrap().unwrap();
-    done.store(true, Ordering::Relaxed);
-    let mut p = rx.join().unwrap().unwrap();
-    p.sent = sent;
-    p
-}
+mod common;
+use common::*;
 
 #[test]
 fn udp_probes_see_the_configured_rate_delay_and_queue() {
@@ -212,7 +41,9 @@ fn udp_probes_see_the_configured_rate_delay_and_queue() {
             0.0,
             1,
         );
-        let (report, p) = with_emulator(cfg, |pair| cbr(pair, rate * factor, ip_len, 3.0));
+        let (report, p) = valid_run(TRIES, || {
+            with_emulator(cfg.clone(), |pair| cbr(pair, rate * factor, ip_len, 3.0))
+        });
         let got = (p.rate_packets - 1) as f64 * ip_len as f64 * 8.0
             / ((p.last_ns - p.first_ns) as f64 * 1e-9);
         let want = rate * factor.min(1.0);
@@ -277,7 +108,9 @@ fn bernoulli_loss_is_inside_the_binomial_interval() {
     let mut cfg =
         EmuConfig::symmetric(Bandwidth::from_mbps(40), PDuration::from_millis(5), 0.0, 42);
     cfg.up.loss = LossModel::Bernoulli { p };
-    let (report, probe) = with_emulator(cfg, |pair| cbr(pair, 20e6, 1000, 3.0));
+    let (report, probe) = valid_run(TRIES, || {
+        with_emulator(cfg.clone(), |pair| cbr(pair, 20e6, 1000, 3.0))
+    });
     let up = &report.up;
     let n = up.packets_in as f64;
     let k = up.lost_random as f64;
@@ -363,7 +196,9 @@ fn kernel_cubic_fills_a_long_fat_link() {
         0.0,
         3,
     );
-    let (report, _) = with_emulator(cfg, |pair| tcp_bulk(pair, "cubic", 14.0));
+    let (report, _) = valid_run(TRIES, || {
+        with_emulator(cfg.clone(), |pair| tcp_bulk(pair, "cubic", 14.0))
+    });
     // Link utilisation (IP bytes the emulator delivered) after slow start, from 4 s
     // to 13 s: above 95 %.
     let bins = &report.up.series_bps[40..130];
@@ -376,10 +211,7 @@ fn kernel_cubic_fills_a_long_fat_link() {
         report.health.cpu_fraction * 100.0
     );
     assert!(util > 0.95, "utilisation {util}");
-    // The host dropped nothing the model did not. (Timer lateness is reported, not
-    // asserted: the queue overflows in slow start, and the TUN writes that carry
-    // the recovery run the kernel's SACK processing in the emulator's thread, which
-    // now and then pushes p99 past 100 µs.)
+    // A valid run: the host dropped nothing the model did not, timers were on time.
     assert_eq!(report.health.tun_drops, [0, 0], "{:?}", report.health);
 }
 
@@ -396,7 +228,9 @@ fn kernel_reno_follows_mathis_under_random_loss() {
         11,
     );
     cfg.up.loss = LossModel::Bernoulli { p };
-    let (report, bins) = with_emulator(cfg, |pair| tcp_bulk(pair, "reno", 25.0));
+    let (report, bins) = valid_run(TRIES, || {
+        with_emulator(cfg.clone(), |pair| tcp_bulk(pair, "reno", 25.0))
+    });
     let got = mean_bps(&bins, 3.0, 24.0);
     // Mathis, Semke, Mahdavi and Ott (1997): MSS/RTT · sqrt(3/(2p)). Linux counts
     // ACKed segments, not ACKs, so delayed ACKs do not slow its growth and the
@@ -429,24 +263,26 @@ fn tcp_bytes_survive_segmentation_and_coalescing() {
             .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
             .collect(),
     );
-    let (report, got) = with_emulator(cfg, |pair| {
-        let listener = pair
-            .server
-            .run(|| TcpListener::bind(SocketAddr::from((SERVER_ADDR, 5202))).unwrap())
-            .unwrap();
-        let rx = pair.server.spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut v = vec![];
-            s.read_to_end(&mut v).unwrap();
-            v
-        });
-        let d = data.clone();
-        let tx = pair.client.spawn(move || {
-            let mut s = TcpStream::connect(SocketAddr::from((SERVER_ADDR, 5202))).unwrap();
-            s.write_all(&d).unwrap();
-        });
-        tx.join().unwrap().unwrap();
-        rx.join().unwrap().unwrap()
+    let (report, got) = valid_run(TRIES, || {
+        with_emulator(cfg.clone(), |pair| {
+            let listener = pair
+                .server
+                .run(|| TcpListener::bind(SocketAddr::from((SERVER_ADDR, 5202))).unwrap())
+                .unwrap();
+            let rx = pair.server.spawn(move || {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut v = vec![];
+                s.read_to_end(&mut v).unwrap();
+                v
+            });
+            let d = data.clone();
+            let tx = pair.client.spawn(move || {
+                let mut s = TcpStream::connect(SocketAddr::from((SERVER_ADDR, 5202))).unwrap();
+                s.write_all(&d).unwrap();
+            });
+            tx.join().unwrap().unwrap();
+            rx.join().unwrap().unwrap()
+        })
     });
     assert!(report.health.offload);
     let h = &report.health;

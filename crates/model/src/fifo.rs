@@ -660,7 +660,11 @@ mod tests {
             let (mut n, mut drops, mut avg_sum) = (0u64, 0u64, 0.0);
             for i in 0..400_000u64 {
                 let v = d.handle_arrival(at(i * gap), 1250);
-                assert_ne!(v, Verdict::Overflow, "RED keeps the queue short of its limit");
+                assert_ne!(
+                    v,
+                    Verdict::Overflow,
+                    "RED keeps the queue short of its limit"
+                );
                 if i >= 100_000 {
                     n += 1;
                     avg_sum += d.red_avg().unwrap();
@@ -676,7 +680,10 @@ mod tests {
             );
             // What is not dropped is what the link carries.
             let carried = 1.0 - 1.0 / load;
-            assert!((got / carried - 1.0).abs() < 0.05, "load {load}: {got} vs {carried}");
+            assert!(
+                (got / carried - 1.0).abs() < 0.05,
+                "load {load}: {got} vs {carried}"
+            );
         }
     }
 
@@ -691,14 +698,27 @@ mod tests {
         else {
             panic!()
         };
-        assert_eq!(profiles, vec![RedParams { min_th: 5.0, max_th: 15.0, max_p: 0.2, ecn: true, ..RedParams::for_limit(100.0) }]);
+        assert_eq!(
+            profiles,
+            vec![RedParams {
+                min_th: 5.0,
+                max_th: 15.0,
+                max_p: 0.2,
+                ecn: true,
+                ..RedParams::for_limit(100.0)
+            }]
+        );
         let Aqm::Red { profiles } = Aqm::parse("wred:p3=1/4", 30.0).unwrap() else {
             panic!()
         };
         assert_eq!(profiles.len(), 3);
         assert_eq!((profiles[2].min_th, profiles[2].max_th), (1.0, 4.0));
-        assert!(Aqm::parse("red:min=20,max=10", 100.0).unwrap_err().contains("max_th"));
-        assert!(Aqm::parse("red:p1=1/2", 100.0).unwrap_err().contains("unknown red key"));
+        assert!(Aqm::parse("red:min=20,max=10", 100.0)
+            .unwrap_err()
+            .contains("max_th"));
+        assert!(Aqm::parse("red:p1=1/2", 100.0)
+            .unwrap_err()
+            .contains("unknown red key"));
         assert!(Aqm::parse("codel", 100.0).is_err());
     }
 

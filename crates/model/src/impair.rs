@@ -30,6 +30,11 @@ const JITTER_SALT: u64 = 0x4a49_5454_4552_2121;
 const REORDER_SALT: u64 = 0x5245_4f52_4445_5221;
 const DUP_SALT: u64 = 0x4455_504c_4943_2121;
 
+/// A duration in a report: milliseconds.
+fn as_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
 /// How a packet's extra delay is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "distribution", rename_all = "kebab-case")]
@@ -38,11 +43,13 @@ pub enum JitterDist {
     /// so no packet leaves before it arrived.
     Normal {
         /// Standard deviation.
+        #[serde(rename = "sd_ms", serialize_with = "as_ms")]
         sd: Duration,
     },
     /// Uniform on [-half_width, +half_width].
     Uniform {
         /// Half the width.
+        #[serde(rename = "half_width_ms", serialize_with = "as_ms")]
         half_width: Duration,
     },
 }
@@ -114,6 +121,7 @@ pub struct Reorder {
     /// Probability a packet is held back.
     pub p: f64,
     /// How long it is held back.
+    #[serde(rename = "delay_ms", serialize_with = "as_ms")]
     pub delay: Duration,
 }
 
@@ -332,7 +340,9 @@ mod tests {
             Jitter::parse("5ms,uniform", true).unwrap().dist,
             JitterDist::Uniform { half_width: ms(5) }
         );
-        assert!(Jitter::parse("5ms,pareto", false).unwrap_err().contains("pareto"));
+        assert!(Jitter::parse("5ms,pareto", false)
+            .unwrap_err()
+            .contains("pareto"));
         assert_eq!(Reorder::parse("0.01").unwrap().delay, ms(1));
         assert_eq!(Reorder::parse("0.5,3ms").unwrap().p, 0.5);
         assert!(Reorder::parse("1.5").is_err());
@@ -354,7 +364,9 @@ mod tests {
         };
         let run = |seed| {
             let mut imp = Impairer::new(cfg, seed, 0);
-            (0..100).map(|i| imp.apply(i * 1000, 5_000_000)).collect::<Vec<_>>()
+            (0..100)
+                .map(|i| imp.apply(i * 1000, 5_000_000))
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(4), run(4));
         assert_ne!(run(4), run(5));

@@ -356,11 +356,15 @@ mod tests {
             ..params()
         };
         let mut red = Red::new(vec![p], 1_000, 3, 0);
-        let v: Vec<_> = (0..1000).map(|i| red.on_arrival(i, 12.0, 0, true)).collect();
+        let v: Vec<_> = (0..1000)
+            .map(|i| red.on_arrival(i, 12.0, 0, true))
+            .collect();
         assert!(v.contains(&RedVerdict::Mark));
         assert!(!v.contains(&RedVerdict::Drop));
         // Not ECN-capable: dropped instead.
-        let v: Vec<_> = (0..1000).map(|i| red.on_arrival(i, 12.0, 0, false)).collect();
+        let v: Vec<_> = (0..1000)
+            .map(|i| red.on_arrival(i, 12.0, 0, false))
+            .collect();
         assert!(v.contains(&RedVerdict::Drop) && !v.contains(&RedVerdict::Mark));
         // Above max_th (not gentle): every packet dropped, ECN or not.
         assert!((0..100).all(|i| red.on_arrival(i, 16.0, 0, true) == RedVerdict::Drop));

@@ -162,10 +162,14 @@ mod tests {
         assert!(e.contains("step 1") && e.contains("`rate`"), "{e}");
         let e = parse("[[step]]\nat = \"1s\"\nbandwidth = \"1Gbps\"\n").unwrap_err();
         assert!(e.contains("unknown key `bandwidth`"), "{e}");
-        let e = parse("[[step]]\nat = \"2s\"\nrate = \"1Gbps\"\n[[step]]\nat = \"1s\"\nrate = \"1Gbps\"\n")
-            .unwrap_err();
+        let e = parse(
+            "[[step]]\nat = \"2s\"\nrate = \"1Gbps\"\n[[step]]\nat = \"1s\"\nrate = \"1Gbps\"\n",
+        )
+        .unwrap_err();
         assert!(e.contains("time order"), "{e}");
-        assert!(parse("[[step]]\nat = \"1s\"\n").unwrap_err().contains("changes nothing"));
+        assert!(parse("[[step]]\nat = \"1s\"\n")
+            .unwrap_err()
+            .contains("changes nothing"));
         assert!(parse("").unwrap_err().contains("no [[step]]"));
     }
 }

@@ -544,83 +544,58 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
     panic!("no valid run in three: {invalid:?}");
 }
 
-/// Issue 34: the simulator's TCP BBR against Linux's on the same path (100 Mb/s, RTT
-/// 50 ms, 1-BDP DropTail, loss 0 and 1e-3, 20 s): the link's utilisation within ±15 %
-/// of the kernel's throughput through the emulator (measured: sim 94.2 % against
-/// kernel 97.9 % with no loss and 96.8 % at 1e-3, 30 s runs). Only runs the emulator
-/// reports valid count; up to three are tried per path.
+/// `compare --sim`: the kernel's Reno, CUBIC and BBR against their simulated
+/// twins on 100 Mb/s x 50 ms with 1e-3 random loss, the loss pattern shared by
+/// seed. The issue's tolerances: Reno/NewReno within 15 %, CUBIC within 20 %; BBR
+/// within 15 % (it ignores loss this light, so both fill the link). Measured
+/// per run: Reno 1.04-1.16 (five runs), CUBIC 0.97-1.06 (five), BBR 1.03 (two).
+/// The mean over
+/// each scheme's valid runs is checked; compare re-runs an invalid run once,
+/// and a scheme with no valid run fails the test, naming the problems.
 #[test]
-fn sim_tcp_bbr_matches_kernel_bbr_on_the_same_path() {
+fn compare_sim_agrees_with_the_kernel_on_the_same_path() {
     let _g = lock();
     let dir = tempfile::tempdir().unwrap();
-    let bin = env!("CARGO_BIN_EXE_longhaul");
-    for loss in ["0", "1e-3"] {
-        let mut kernel = None;
-        let mut invalid = Vec::new();
-        for attempt in 0..3 {
-            let out = dir.path().join(format!("cmp-{loss}-{attempt}"));
-            let o = Command::new(bin)
-                .args([
-                    "compare",
-                    "--schemes",
-                    "bbr",
-                    "--rate",
-                    "100Mbps",
-                    "--rtt",
-                    "50ms",
-                ])
-                .args(["--loss", loss, "--duration", "20s", "--seed"])
-                .arg(format!("{}", 1 + attempt))
-                .arg("--out")
-                .arg(&out)
-                .stdin(Stdio::null())
-                .output()
-                .unwrap();
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let runs: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-            let run = &runs[0];
-            if run["valid"] == serde_json::Value::Bool(true) {
-                kernel = Some(run["throughput_bps"].as_f64().unwrap() / 100e6);
-                break;
-            }
-            invalid.push(run["problems"].to_string());
-        }
-        let kernel = kernel.unwrap_or_else(|| panic!("loss {loss}: no valid run: {invalid:?}"));
-        let scenario = dir.path().join(format!("sim-{loss}.toml"));
-        std::fs::write(
-            &scenario,
-            format!(
-                "duration = \"20s\"\nseed = 1\n[topology]\nkind = \"chain\"\n\
-                 [[topology.links]]\nrate = \"10Gbps\"\ndelay = \"0ms\"\n\
-                 [[topology.links]]\nrate = \"100Mbps\"\ndelay = \"25ms\"\nqueue = \"1bdp\"\n\
-                 loss = {loss}\n[[flow]]\nprotocol = \"tcp\"\ncc = \"bbr\"\n\
-                 min_rto = \"200ms\"\ninitial_window = \"iw10\"\n[outputs]\nplots = false\n"
-            ),
-        )
+    let out = dir.path().join("cmp");
+    let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
+        .args([
+            "compare",
+            "--schemes",
+            "reno,cubic,bbr",
+            "--rate",
+            "100Mbps",
+        ])
+        .args(["--rtt", "50ms", "--loss", "1e-3", "--duration", "20s"])
+        .args(["--runs", "2", "--seed", "1", "--sim", "--out"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .output()
         .unwrap();
-        let out = dir.path().join(format!("sim-{loss}"));
-        let o = Command::new(bin)
-            .args(["sim", "run"])
-            .arg(&scenario)
-            .arg("--out")
-            .arg(&out)
-            .arg("--quiet")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let s: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-        let link = s["links"]
-            .as_array()
-            .unwrap()
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let runs: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("real/sim") && md.contains("Not matched:") && md.contains("HyStart"));
+    assert!(out.join("sim-50ms-0.001.png").exists());
+    for (scheme, tol) in [("reno", 0.15), ("cubic", 0.20), ("bbr", 0.15)] {
+        let mine: Vec<&serde_json::Value> = runs.iter().filter(|r| r["scheme"] == scheme).collect();
+        let ratios: Vec<f64> = mine
             .iter()
-            .find(|l| l["name"] == "link1")
-            .unwrap();
-        let sim = link["utilisation"].as_f64().unwrap();
+            .filter(|r| r["valid"] == true)
+            .map(|r| r["real_over_sim"].as_f64().unwrap())
+            .collect();
         assert!(
-            (sim / kernel - 1.0).abs() <= 0.15,
-            "loss {loss}: sim {sim:.3} against kernel {kernel:.3}"
+            !ratios.is_empty(),
+            "{scheme}: no valid run: {:?}",
+            mine.iter()
+                .map(|r| r["problems"].to_string())
+                .collect::<Vec<_>>()
+        );
+        let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+        eprintln!("{scheme}: real/sim {ratios:?}, mean {mean:.3}");
+        assert!(
+            (mean - 1.0).abs() <= tol,
+            "{scheme}: real/sim {mean:.3} ({ratios:?})"
         );
     }
 }

@@ -28,6 +28,7 @@ use nix::sys::time::TimeSpec;
 
 use crate::clock::Clock;
 use crate::config::EmuConfig;
+use crate::cpu;
 use crate::gso::{self, SegInfo, MAX_SUPER, VNET_HDR_LEN};
 use crate::netns::{unique_name, Netns, NetnsError};
 use crate::stats::{lateness_histogram, DirReport, DirStats, EmuReport, FlowId, Health};
@@ -82,6 +83,7 @@ pub struct Pair {
     // Field order is drop order: the TUNs close before their namespaces go.
     client_tun: Tun,
     server_tun: Tun,
+    steering: Option<String>,
     /// The client's namespace.
     pub client: Netns,
     /// The server's namespace.
@@ -130,6 +132,19 @@ impl Pair {
             ])?;
             tuns.push(tun);
         }
+        // Steer the kernel's receive work for what the emulator writes away from
+        // the timing thread's CPU ([`crate::cpu`]). Failing only costs timing.
+        let steering = cpu::steering_mask().filter(|mask| {
+            [&client, &server].iter().all(|ns| {
+                ns.command(&format!(
+                    "echo {mask} > /sys/class/net/{TUN_NAME}/queues/rx-0/rps_cpus"
+                ))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+            })
+        });
         let server_tun = tuns.pop().expect("two");
         let client_tun = tuns.pop().expect("two");
         if client_tun.offload() != server_tun.offload() {
@@ -140,9 +155,16 @@ impl Pair {
         Ok(Pair {
             client_tun,
             server_tun,
+            steering,
             client,
             server,
         })
+    }
+
+    /// The CPUs the kernel's receive work for both devices is steered to (an
+    /// `rps_cpus` mask), if it is.
+    pub fn steering(&self) -> Option<&str> {
+        self.steering.as_deref()
     }
 
     /// Whether the devices exchange super-packets with virtio-net headers.
@@ -234,6 +256,11 @@ impl Emulator {
         // Sleeps end up to the timer slack late (50 µs by default); ask for 1 ns so
         // a ppoll timeout means what it says. Failure only costs precision.
         let _ = nix::sys::prctl::set_timerslack(1);
+        // The CPU the steering left free (only if the pair was steered away from it).
+        let timing_cpu = pair
+            .steering()
+            .and(cpu::timing_cpu())
+            .filter(|&c| cpu::pin_to(c).is_ok());
         let clock = Clock::new();
         let cpu0 = thread_cpu();
         let offload = pair.offload();
@@ -321,6 +348,8 @@ impl Emulator {
             wall,
         );
         health.offload = offload;
+        health.timing_cpu = timing_cpu;
+        health.steering = pair.steering().map(str::to_string);
         health.malformed = io.malformed;
         health.super_reads = io.super_reads;
         health.super_writes = io.super_writes;

@@ -43,6 +43,10 @@ pub enum NetnsError {
     },
 }
 
+/// The largest TCP send and receive buffer in the namespaces (`tcp_wmem` and
+/// `tcp_rmem`'s maxima), bytes: room for 1 Gb/s x 200 ms twice over.
+pub const TCP_BUFFER_MAX: u64 = 64 << 20;
+
 /// Runs `ip ARGS`.
 pub fn ip(args: &[&str]) -> Result<String, NetnsError> {
     let out = Command::new("ip")
@@ -103,8 +107,9 @@ impl Netns {
                 let _ = std::fs::write(format!("/proc/sys/net/ipv6/conf/{f}/disable_ipv6"), "1");
             }
             // Room for a long, fat path's window: 1 Gb/s × 200 ms is 25 MB.
-            let _ = std::fs::write("/proc/sys/net/ipv4/tcp_rmem", "4096 131072 67108864");
-            let _ = std::fs::write("/proc/sys/net/ipv4/tcp_wmem", "4096 16384 67108864");
+            let max = TCP_BUFFER_MAX;
+            let _ = std::fs::write("/proc/sys/net/ipv4/tcp_rmem", format!("4096 131072 {max}"));
+            let _ = std::fs::write("/proc/sys/net/ipv4/tcp_wmem", format!("4096 16384 {max}"));
         })?;
         Ok(ns)
     }

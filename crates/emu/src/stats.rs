@@ -484,6 +484,10 @@ pub struct Health {
     pub super_reads: [u64; 2],
     /// Writes that carried more than one segment, and the segments they held.
     pub super_writes: [u64; 2],
+    /// The CPU the timing thread was pinned to, if it was ([`crate::cpu`]).
+    pub timing_cpu: Option<usize>,
+    /// The CPUs the kernel's receive work was steered to (`rps_cpus`), if it was.
+    pub steering: Option<String>,
 }
 
 /// Lateness p99 above which a run is invalid, µs.
@@ -546,6 +550,8 @@ impl Health {
             malformed: 0,
             super_reads: [0; 2],
             super_writes: [0; 2],
+            timing_cpu: None,
+            steering: None,
         }
     }
 }

@@ -248,7 +248,6 @@ pub fn run(a: CompareArgs) -> Result<(), Failure> {
         )
         .expect("valid template"),
     );
-    let host = sim::HostTcp::read();
     let mut records = vec![];
     let mut k = 0u64;
     'all: for &rtt in &rtts {
@@ -312,7 +311,7 @@ pub fn run(a: CompareArgs) -> Result<(), Failure> {
                             seed,
                             udt_buffer_pkts: udt_buffer_pkts(rate.bytes_in(rtt)),
                         };
-                        let f = sim::run(scheme, &path, &host).with_context(|| {
+                        let f = sim::run(scheme, &path).with_context(|| {
                             format!("simulating {} over rtt {rtt:?}, loss {loss}", scheme.name())
                         })?;
                         rec.sim_throughput_bps = Some(f.throughput_bps);

@@ -18,6 +18,7 @@
 use std::path::Path as FsPath;
 
 use anyhow::{anyhow, Context};
+use longhaul_emu::netns::TCP_BUFFER_MAX;
 use longhaul_proto::{Bandwidth, Duration};
 use longhaul_sim::Scenario;
 
@@ -34,30 +35,6 @@ pub(super) struct SimPath {
     pub seed: u64,
     /// UDT's buffers and flow window, packets (as the real run set them).
     pub udt_buffer_pkts: u32,
-}
-
-/// The kernel's TCP buffer limits (`tcp_wmem`/`tcp_rmem` maxima), which a new
-/// network namespace inherits from the host's.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct HostTcp {
-    pub wmem_max: u64,
-    pub rmem_max: u64,
-}
-
-impl HostTcp {
-    /// Reads them from `/proc/sys/net/ipv4` (Linux's defaults if unreadable).
-    pub fn read() -> HostTcp {
-        let max = |name: &str, default: u64| {
-            std::fs::read_to_string(format!("/proc/sys/net/ipv4/{name}"))
-                .ok()
-                .and_then(|s| s.split_whitespace().nth(2)?.parse().ok())
-                .unwrap_or(default)
-        };
-        HostTcp {
-            wmem_max: max("tcp_wmem", 4 << 20),
-            rmem_max: max("tcp_rmem", 6 << 20),
-        }
-    }
 }
 
 /// What the simulated run measured, as the emulator measures a real one: IP
@@ -79,7 +56,7 @@ pub(super) const KERNEL_MATCHED: &[&str] = &[
     "SACK on; MSS 1448 bytes (1500 less IP, TCP and the timestamp option)",
     "delayed ACKs: every second full segment, or after 40 ms (Linux's delack minimum)",
     "Reno's increase counts ACKed bytes (Linux counts segments, not ACKs)",
-    "send and receive buffers capped at the kernel's tcp_wmem and tcp_rmem maxima",
+    "send and receive buffers capped at the namespaces' tcp_wmem and tcp_rmem maxima (64 MiB)",
 ];
 
 /// What differs between the simulated engine and the real one for `scheme`.
@@ -112,7 +89,7 @@ pub(super) fn unmatched(scheme: &Scheme) -> Vec<&'static str> {
 }
 
 /// The scenario that mirrors `path` for `scheme`.
-pub(super) fn scenario_text(scheme: &Scheme, path: &SimPath, host: &HostTcp) -> String {
+pub(super) fn scenario_text(scheme: &Scheme, path: &SimPath) -> String {
     let one_way_us = path.rtt.as_micros() / 2;
     let mut s = format!(
         "name = \"compare-sim\"\nduration = \"{}ms\"\nseed = {}\nsample_interval = \"100ms\"\n\
@@ -133,7 +110,7 @@ pub(super) fn scenario_text(scheme: &Scheme, path: &SimPath, host: &HostTcp) -> 
                     "[[flow]]\nprotocol = \"tcp\"\ncc = \"{cc}\"\ninitial_window = \"iw10\"\n\
                      min_rto = \"200ms\"\nsack = true\nmss = 1448\nack_every = 2\n\
                      delayed_ack_timeout = \"40ms\"\nsend_buffer = \"{}B\"\nrecv_buffer = \"{}B\"\n",
-                    host.wmem_max, host.rmem_max
+                    TCP_BUFFER_MAX, TCP_BUFFER_MAX
                 );
                 if cc == "newreno" {
                     s += "avoidance = \"byte-counting\"\n";
@@ -153,8 +130,8 @@ pub(super) fn scenario_text(scheme: &Scheme, path: &SimPath, host: &HostTcp) -> 
 }
 
 /// Runs the simulator on `path` with the twin of `scheme`.
-pub(super) fn run(scheme: &Scheme, path: &SimPath, host: &HostTcp) -> anyhow::Result<SimFigures> {
-    let text = scenario_text(scheme, path, host);
+pub(super) fn run(scheme: &Scheme, path: &SimPath) -> anyhow::Result<SimFigures> {
+    let text = scenario_text(scheme, path);
     let scenario = Scenario::parse(&text, FsPath::new("compare-sim.toml"))
         .map_err(|e| anyhow!("the simulator refused the mirrored path: {e}"))?;
     let result = longhaul_sim::simulate(&scenario).context("the simulated run")?;
@@ -204,11 +181,6 @@ mod tests {
         }
     }
 
-    const HOST: HostTcp = HostTcp {
-        wmem_max: 4 << 20,
-        rmem_max: 6 << 20,
-    };
-
     /// Every scheme compare runs has a twin the simulator accepts.
     #[test]
     fn every_scheme_has_a_simulated_twin() {
@@ -222,7 +194,7 @@ mod tests {
             "udt-bbr-lh",
         ] {
             let scheme = Scheme::parse(name).unwrap();
-            let text = scenario_text(&scheme, &path(1e-4), &HOST);
+            let text = scenario_text(&scheme, &path(1e-4));
             let sc = Scenario::parse(&text, FsPath::new("t.toml"))
                 .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
             let want = if name == "cubic-4" { 4 } else { 1 };
@@ -237,13 +209,13 @@ mod tests {
     #[test]
     fn the_cubic_twin_fills_a_clean_path_and_loses_to_loss() {
         let cubic = Scheme::parse("cubic").unwrap();
-        let clean = run(&cubic, &path(0.0), &HOST).unwrap();
+        let clean = run(&cubic, &path(0.0)).unwrap();
         assert_eq!(clean.series_bps.len(), 200);
         assert!(clean.throughput_bps > 90e6, "{}", clean.throughput_bps);
         assert!(clean.throughput_bps <= 100e6 * 1.001);
-        let lossy = run(&cubic, &path(1e-3), &HOST).unwrap();
+        let lossy = run(&cubic, &path(1e-3)).unwrap();
         assert!(lossy.throughput_bps < 0.8 * clean.throughput_bps);
-        let again = run(&cubic, &path(1e-3), &HOST).unwrap();
+        let again = run(&cubic, &path(1e-3)).unwrap();
         assert_eq!(lossy.series_bps, again.series_bps);
     }
 }

@@ -11,8 +11,9 @@
 //!   queued to another CPU's backlog and processed there in softirq, so the write
 //!   returns at once.
 //! - **Affinity**: the timing thread runs on the one CPU the steering leaves out,
-//!   so the steered work, the applications and other processes do not land on it.
-//!   (The scheduler may still run other threads there; it no longer has to.)
+//!   and the thread that makes a [`crate::Pair`] moves off it while the pair
+//!   lives, so the applications it starts in the namespaces (which inherit its
+//!   affinity) do not land there either. Other processes on the host may.
 //!
 //! Measured on a 2-core machine (`longhaul bench emu`, one CUBIC flow, 20 ms):
 //! quiet, the highest valid rate rose from 1 to 2 Gb/s; with a `nice 19` CPU hog
@@ -21,15 +22,67 @@
 
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
+use std::sync::OnceLock;
 
-/// The CPUs this process may run on.
+/// The CPUs this process may run on, as the first thread to ask found them
+/// (threads spawned while [`KeptOff`] holds inherit a narrower set).
 pub fn allowed() -> Vec<usize> {
-    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else {
-        return vec![];
-    };
-    (0..CpuSet::count())
-        .filter(|&c| set.is_set(c).unwrap_or(false))
-        .collect()
+    static ALLOWED: OnceLock<Vec<usize>> = OnceLock::new();
+    ALLOWED
+        .get_or_init(|| {
+            let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else {
+                return vec![];
+            };
+            (0..CpuSet::count())
+                .filter(|&c| set.is_set(c).unwrap_or(false))
+                .collect()
+        })
+        .clone()
+}
+
+/// While held, the thread that made it runs off the timing CPU, and so do the
+/// threads and processes it spawns (they inherit its affinity): the applications
+/// of an emulated path do not take the timing thread's core. Dropping it gives
+/// the thread its CPUs back.
+#[derive(Debug)]
+pub struct KeptOff {
+    before: Option<CpuSet>,
+}
+
+impl KeptOff {
+    /// Moves the calling thread off the timing CPU, if there is one.
+    pub fn new() -> KeptOff {
+        let Some(timing) = timing_cpu() else {
+            return KeptOff { before: None };
+        };
+        let Ok(before) = sched_getaffinity(Pid::from_raw(0)) else {
+            return KeptOff { before: None };
+        };
+        let mut others = CpuSet::new();
+        for c in allowed().into_iter().filter(|&c| c != timing) {
+            let _ = others.set(c);
+        }
+        match sched_setaffinity(Pid::from_raw(0), &others) {
+            Ok(()) => KeptOff {
+                before: Some(before),
+            },
+            Err(_) => KeptOff { before: None },
+        }
+    }
+}
+
+impl Default for KeptOff {
+    fn default() -> Self {
+        KeptOff::new()
+    }
+}
+
+impl Drop for KeptOff {
+    fn drop(&mut self) {
+        if let Some(before) = &self.before {
+            let _ = sched_setaffinity(Pid::from_raw(0), before);
+        }
+    }
 }
 
 /// The CPU the timing thread takes: the last one allowed, if there are two or
@@ -87,6 +140,29 @@ mod tests {
         assert_eq!(hex_mask(&[4, 5]), "30");
         assert_eq!(hex_mask(&[0, 33]), "2,00000001");
         assert_eq!(hex_mask(&[]), "0");
+    }
+
+    #[test]
+    fn kept_off_moves_this_thread_off_the_timing_cpu_and_back() {
+        std::thread::spawn(|| {
+            let now = || {
+                let set = sched_getaffinity(Pid::from_raw(0)).unwrap();
+                (0..CpuSet::count())
+                    .filter(|&c| set.is_set(c).unwrap())
+                    .collect::<Vec<_>>()
+            };
+            let before = now();
+            {
+                let _k = KeptOff::new();
+                match timing_cpu() {
+                    Some(t) => assert!(!now().contains(&t) && !now().is_empty()),
+                    None => assert_eq!(now(), before),
+                }
+            }
+            assert_eq!(now(), before);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

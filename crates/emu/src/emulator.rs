@@ -84,6 +84,8 @@ pub struct Pair {
     client_tun: Tun,
     server_tun: Tun,
     steering: Option<String>,
+    /// The creating thread stays off the timing CPU while the pair lives.
+    _kept_off: Option<cpu::KeptOff>,
     /// The client's namespace.
     pub client: Netns,
     /// The server's namespace.
@@ -93,7 +95,9 @@ pub struct Pair {
 impl Pair {
     /// Makes both namespaces and devices with an MTU of `mtu` bytes and a transmit
     /// queue of 10 000 packets (so the kernel holds bursts instead of dropping them
-    /// while the emulator sleeps). With `offload`, the devices exchange TCP
+    /// while the emulator sleeps). On a machine of two or more CPUs it steers the
+    /// devices' receive work off the timing CPU, and keeps the calling thread (and
+    /// so what it spawns) off that CPU until the pair is dropped ([`cpu`]). With `offload`, the devices exchange TCP
     /// super-packets with the emulator ([`crate::gso`]); a kernel that refuses
     /// gets plain devices, which [`Pair::offload`] then reports.
     pub fn create(mtu: u16, offload: bool) -> Result<Pair, EmuError> {
@@ -152,10 +156,14 @@ impl Pair {
                 "one TUN device took offloads and the other did not",
             )));
         }
+        // What this thread starts in the namespaces from now on stays off the
+        // timing thread's CPU.
+        let _kept_off = steering.is_some().then(cpu::KeptOff::new);
         Ok(Pair {
             client_tun,
             server_tun,
             steering,
+            _kept_off,
             client,
             server,
         })

@@ -38,6 +38,7 @@ use crate::diffserv::sched::{Admit, ClassConfig, LlqConfig, Scheduler};
 use crate::packet::PacketId;
 use crate::ring::Ring;
 use longhaul_model::loss::{LossModel, LossProcess};
+use longhaul_model::red::{Red, RedParams};
 
 pub use longhaul_model::QueueLimit;
 
@@ -69,6 +70,9 @@ pub struct EgressSpec {
     /// The weighted classes and their DSCPs. The first is the default: DSCPs nothing
     /// names go there.
     pub classes: Vec<(Vec<u8>, ClassConfig)>,
+    /// Classes that run RED (one profile) or WRED (one per AF drop precedence),
+    /// by index.
+    pub red: Vec<(usize, Vec<RedParams>)>,
 }
 
 /// A scheduled link's queue for one DSCP.
@@ -86,7 +90,9 @@ struct Egress {
 }
 
 impl Egress {
-    fn new(spec: &EgressSpec) -> Egress {
+    /// The egress of a link of `rate`; RED draws its decisions from stream
+    /// `stream` of `seed` (each class its own).
+    fn new(spec: &EgressSpec, rate: Bandwidth, seed: u64, stream: u64) -> Egress {
         let mut slot = [Slot::Class(0); 64];
         for (i, (dscps, _)) in spec.classes.iter().enumerate() {
             for &d in dscps {
@@ -99,15 +105,23 @@ impl Egress {
             }
         }
         let classes: Vec<ClassConfig> = spec.classes.iter().map(|c| c.1).collect();
-        Egress {
-            slot,
-            sched: Scheduler::new(
-                spec.priority.as_ref().map(|p| p.1),
-                &classes,
-                1500,
-                Instant::ZERO,
-            ),
+        let mut sched = Scheduler::new(
+            spec.priority.as_ref().map(|p| p.1),
+            &classes,
+            1500,
+            Instant::ZERO,
+        );
+        for (class, profiles) in &spec.red {
+            // The idle decay counts typical packets: 1500 bytes at the link's rate.
+            let red = Red::new(
+                profiles.clone(),
+                rate.tx_time_nanos(1500),
+                seed,
+                stream * 64 + *class as u64,
+            );
+            sched.set_red(*class, red);
         }
+        Egress { slot, sched }
     }
 }
 
@@ -130,6 +144,8 @@ pub enum Scheduled {
     Overflow,
     /// Dropped by the priority queue's policer.
     Policed,
+    /// Dropped early by the class's RED.
+    Early,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -158,6 +174,8 @@ pub struct LinkStats {
     pub drops_loss: u64,
     /// Packets dropped by a priority queue's policer (scheduled links).
     pub drops_policed: u64,
+    /// Packets RED dropped early at the egress.
+    pub drops_red: u64,
     /// Sum over accepted packets of the time spent waiting before transmission, ns.
     /// By Little's law, divided by the run time it is the mean number waiting.
     pub wait_ns: u128,
@@ -228,7 +246,10 @@ impl Link {
                 .div_ceil(u128::from(params.rate.as_bps().max(1))),
             delay_ns: u64::try_from(params.delay.as_nanos()).unwrap_or(u64::MAX / 2),
             tx_memo: (0, 0),
-            egress: params.egress.as_ref().map(|e| Box::new(Egress::new(e))),
+            egress: params
+                .egress
+                .as_ref()
+                .map(|e| Box::new(Egress::new(e, params.rate, seed, stream))),
             loss: LossProcess::new(params.loss, seed, stream),
             lossy: params.loss != LossModel::None,
             params,
@@ -432,7 +453,7 @@ impl Link {
         let eg = self.egress.as_mut().expect("not a scheduled link");
         let admit = match eg.slot[usize::from(dscp & 63)] {
             Slot::Priority => eg.sched.offer_priority(now, (pkt, t), size, busy),
-            Slot::Class(c) => eg.sched.offer(usize::from(c), (pkt, t), size),
+            Slot::Class(c) => eg.sched.offer(now, usize::from(c), (pkt, t), size, dscp),
         };
         match admit {
             Admit::Policed => {
@@ -442,6 +463,10 @@ impl Link {
             Admit::Full => {
                 self.stats.drops_queue += 1;
                 return Scheduled::Overflow;
+            }
+            Admit::Early => {
+                self.stats.drops_red += 1;
+                return Scheduled::Early;
             }
             Admit::Queued => {}
         }
@@ -462,7 +487,7 @@ impl Link {
     /// packet on the wire. Returns the arrival event to schedule (if the ring was
     /// empty) and when the transmitter is free again; `None` if nothing waits.
     pub fn start_next(&mut self, now: Instant) -> Option<(Option<Instant>, Instant)> {
-        let ((pkt, reached), size) = self.egress.as_mut()?.sched.dequeue()?;
+        let ((pkt, reached), size) = self.egress.as_mut()?.sched.dequeue(now)?;
         let t = now.as_nanos();
         let was_empty = self.ring.is_empty();
         let arrive = self.transmit(reached, t, pkt, size);

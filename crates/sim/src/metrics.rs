@@ -116,6 +116,9 @@ pub struct LinkSummary {
     pub drops_loss: u64,
     /// Drops by cause: a priority queue's policer (DiffServ egress).
     pub drops_policed: u64,
+    /// Packets RED dropped early at the egress (left out of summary.json when 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub drops_red: u64,
     /// Time-average number of packets waiting (not yet being sent), by Little's law.
     pub mean_queue_waiting_pkts: f64,
     /// Largest queue seen, packets.
@@ -345,4 +348,9 @@ pub struct RunResult {
     pub trace: Vec<TraceRow>,
     /// Adaptive Snoop's decisions (empty without adaptive base stations).
     pub decisions: Vec<crate::basestation::Decision>,
+}
+
+/// Whether a counter is zero (serde leaves such counters out).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -6,11 +6,13 @@
 //! rules on addresses, protocol, ports and DSCP with per-colour actions (transmit,
 //! re-mark, drop); a strict-priority queue policed at its rate only under congestion
 //! (Cisco LLQ) in front of deficit round robin over classes with quanta proportional
-//! to their bandwidth and per-class DropTail limits. A [`crate::link::Link`] runs the
+//! to their bandwidth and per-class limits, DropTail or RED/WRED (the Assured
+//! Forwarding PHB's drop precedences; the algorithm is `longhaul_model::red`). A [`crate::link::Link`] runs the
 //! scheduler when its scenario gives it an `egress`; the simulation applies a node's
 //! rules to packets arriving from links.
 //!
-//! What is not (yet): WRED, and shaping.
+//! What is not (yet): shaping, and ECN marking (the simulator's packets carry no ECN
+//! field).
 //! Everything here is a plain value driven with an explicit `now`, like the engines,
 //! so it is tested on its own.
 

@@ -8,8 +8,10 @@
 //!   debited, down to zero at most (`reference/protocol-specs.md` §4).
 //! - **Classes.** Deficit round robin (Shreedhar and Varghese) with a quantum
 //!   proportional to each class's bandwidth, so backlogged classes share the link in
-//!   proportion to their bandwidths. Each class is a DropTail FIFO with its own packet
-//!   limit. Class 0 is the default class.
+//!   proportion to their bandwidths. Each class is a FIFO with its own packet limit,
+//!   DropTail or, for Assured Forwarding, RED/WRED in front of the limit
+//!   (`longhaul_model::red`: one average per class queue, a profile per drop
+//!   precedence, RFC 2597). Class 0 is the default class.
 //!
 //! The scheduler holds `(item, bytes)` pairs and never looks inside the items; the
 //! link that owns it decides when the transmitter is free and asks for the next one.
@@ -17,6 +19,8 @@
 use std::collections::VecDeque;
 
 use longhaul_proto::{Bandwidth, Instant};
+
+use longhaul_model::red::{af_drop_precedence, Red, RedVerdict};
 
 use super::nanobits;
 
@@ -57,6 +61,8 @@ pub enum Admit {
     Policed,
     /// Dropped: the class queue was full.
     Full,
+    /// Dropped early by the class's RED.
+    Early,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +76,7 @@ struct DrrClass<T> {
     fifo: Fifo<T>,
     quantum: u64,
     deficit: u64,
+    red: Option<Red>,
 }
 
 /// A priority queue and weighted classes.
@@ -130,6 +137,7 @@ impl<T: Copy> Scheduler<T> {
                         / u128::from(top))
                     .max(1) as u64,
                     deficit: 0,
+                    red: None,
                 })
                 .collect(),
             turn: 0,
@@ -169,12 +177,35 @@ impl<T: Copy> Scheduler<T> {
         Admit::Queued
     }
 
-    /// Offers a packet to class `class` (0 is the default class).
+    /// Runs RED (WRED with several profiles) on class `class`'s queue.
     ///
     /// # Panics
     /// If there is no such class.
-    pub fn offer(&mut self, class: usize, item: T, bytes: u32) -> Admit {
-        let fifo = &mut self.classes[class].fifo;
+    pub fn set_red(&mut self, class: usize, red: Red) {
+        self.classes[class].red = Some(red);
+    }
+
+    /// Offers a packet of DSCP `dscp` to class `class` (0 is the default class) at
+    /// `now`: RED (if the class runs it) first, by the packet's AF drop precedence,
+    /// then the packet limit.
+    ///
+    /// # Panics
+    /// If there is no such class.
+    pub fn offer(&mut self, now: Instant, class: usize, item: T, bytes: u32, dscp: u8) -> Admit {
+        let c = &mut self.classes[class];
+        if let Some(red) = &mut c.red {
+            let q = if red.profiles()[0].bytes {
+                c.fifo.items.iter().map(|&(_, b)| f64::from(b)).sum()
+            } else {
+                c.fifo.items.len() as f64
+            };
+            let profile = af_drop_precedence(dscp).map_or(0, |p| usize::from(p) - 1);
+            // The simulator's packets carry no ECN field: a RED hit is a drop.
+            if red.on_arrival(now.as_nanos(), q, profile, false) != RedVerdict::Pass {
+                return Admit::Early;
+            }
+        }
+        let fifo = &mut c.fifo;
         if fifo.items.len() as u32 >= fifo.limit {
             return Admit::Full;
         }
@@ -183,8 +214,9 @@ impl<T: Copy> Scheduler<T> {
         Admit::Queued
     }
 
-    /// The next packet to transmit: the priority queue first, then the round robin.
-    pub fn dequeue(&mut self) -> Option<(T, u32)> {
+    /// The next packet to transmit at `now`: the priority queue first, then the
+    /// round robin.
+    pub fn dequeue(&mut self, now: Instant) -> Option<(T, u32)> {
         if let Some((_, fifo)) = &mut self.llq {
             if let Some(p) = fifo.items.pop_front() {
                 self.queued -= 1;
@@ -208,6 +240,9 @@ impl<T: Copy> Scheduler<T> {
                     c.fifo.items.pop_front();
                     if c.fifo.items.is_empty() {
                         c.deficit = 0;
+                        if let Some(red) = &mut c.red {
+                            red.queue_empty(now.as_nanos());
+                        }
                         self.advance();
                     }
                     self.queued -= 1;
@@ -265,7 +300,7 @@ mod tests {
                 .unwrap();
             if busy_until <= ta && !s.is_empty() {
                 t = busy_until;
-                let (src, bytes) = s.dequeue().unwrap();
+                let (src, bytes) = s.dequeue(Instant::from_nanos(t)).unwrap();
                 sent[src] += u64::from(bytes);
                 busy_until = t + u64::from(bytes) * 8_000 / link_mbps;
                 continue;
@@ -276,14 +311,14 @@ mod tests {
             let busy = busy_until > t;
             let r = match class {
                 None => s.offer_priority(now, i, bytes, busy),
-                Some(c) => s.offer(c, i, bytes),
+                Some(c) => s.offer(Instant::from_nanos(t), c, i, bytes, 0),
             };
             if r != Admit::Queued {
                 dropped[i] += 1;
             }
             if !busy && s.len() == 1 {
                 // An idle transmitter starts at once.
-                let (src, b) = s.dequeue().unwrap();
+                let (src, b) = s.dequeue(Instant::from_nanos(t)).unwrap();
                 sent[src] += u64::from(b);
                 busy_until = t + u64::from(b) * 8_000 / link_mbps;
             }
@@ -365,13 +400,13 @@ mod tests {
             1500,
             Instant::ZERO,
         );
-        assert_eq!(s.offer(0, 1, 100), Admit::Queued);
-        assert_eq!(s.offer(0, 2, 100), Admit::Queued);
-        assert_eq!(s.offer(0, 3, 100), Admit::Full);
+        assert_eq!(s.offer(Instant::ZERO, 0, 1, 100, 0), Admit::Queued);
+        assert_eq!(s.offer(Instant::ZERO, 0, 2, 100, 0), Admit::Queued);
+        assert_eq!(s.offer(Instant::ZERO, 0, 3, 100, 0), Admit::Full);
         assert_eq!(s.offer_priority(Instant::ZERO, 9, 100, true), Admit::Queued);
-        assert_eq!(s.dequeue(), Some((9, 100)));
-        assert_eq!(s.dequeue(), Some((1, 100)));
-        assert_eq!(s.dequeue(), Some((2, 100)));
-        assert_eq!(s.dequeue(), None);
+        assert_eq!(s.dequeue(Instant::ZERO), Some((9, 100)));
+        assert_eq!(s.dequeue(Instant::ZERO), Some((1, 100)));
+        assert_eq!(s.dequeue(Instant::ZERO), Some((2, 100)));
+        assert_eq!(s.dequeue(Instant::ZERO), None);
     }
 }

@@ -8,8 +8,9 @@ use crate::link::EgressSpec;
 use crate::topology::{node_addr, Topology};
 use longhaul_model::units::{parse_rate, parse_size};
 
-use super::schema::{ActionFile, EgressFile, IngressFile, MeterFile};
+use super::schema::{ActionFile, EgressFile, IngressFile, MeterFile, RedFile, RedTable};
 use super::{Loader, ScenarioError};
+use longhaul_model::red::RedParams;
 
 impl Loader<'_> {
     pub(super) fn egress(&self, key: &str, e: &EgressFile) -> Result<EgressSpec, ScenarioError> {
@@ -49,6 +50,7 @@ impl Loader<'_> {
             }
         };
         let mut classes = vec![];
+        let mut red = vec![];
         for (i, c) in e.classes.iter().enumerate() {
             let k = format!("{key}.classes[{i}]");
             let bandwidth =
@@ -63,6 +65,9 @@ impl Loader<'_> {
                     return Err(self.err(format!("{k}.limit"), "must be from 1 to 1000000 packets"))
                 }
             };
+            if let Some(r) = &c.red {
+                red.push((i, self.red(&format!("{k}.red"), r)?));
+            }
             classes.push((
                 dscps(format!("{k}.dscp"), &c.dscp)?,
                 ClassConfig {
@@ -71,7 +76,46 @@ impl Loader<'_> {
                 },
             ));
         }
-        Ok(EgressSpec { priority, classes })
+        Ok(EgressSpec {
+            priority,
+            classes,
+            red,
+        })
+    }
+
+    /// A class's RED profiles: one, or three for WRED (AFx1, AFx2, AFx3). Thresholds
+    /// in packets; max_p 0.1, w_q 0.002 and gentle mode unless given (Floyd and
+    /// Jacobson's recommendations, and Floyd's gentle variant).
+    fn red(&self, key: &str, r: &RedFile) -> Result<Vec<RedParams>, ScenarioError> {
+        let tables: Vec<(String, &RedTable)> =
+            match r {
+                RedFile::One(t) => vec![(key.to_string(), t)],
+                RedFile::PerPrecedence(v) if (1..=3).contains(&v.len()) => v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (format!("{key}[{i}]"), t))
+                    .collect(),
+                RedFile::PerPrecedence(_) => return Err(self.err(
+                    key,
+                    "WRED takes one to three profiles, for drop precedences 1 to 3 (AFx1..AFx3)",
+                )),
+            };
+        tables
+            .into_iter()
+            .map(|(k, t)| {
+                let p = RedParams {
+                    min_th: t.min_th,
+                    max_th: t.max_th,
+                    max_p: t.max_p.unwrap_or(0.1),
+                    w_q: t.w_q.unwrap_or(0.002),
+                    gentle: t.gentle.unwrap_or(true),
+                    ecn: false,
+                    bytes: false,
+                };
+                p.validate().map_err(|m| self.err(k, m))?;
+                Ok(p)
+            })
+            .collect()
     }
 
     pub(super) fn any_node(

@@ -287,6 +287,25 @@ pub(super) struct ClassFile {
     pub(super) dscp: Vec<u8>,
     pub(super) bandwidth: String,
     pub(super) limit: Option<u32>,
+    pub(super) red: Option<RedFile>,
+}
+
+/// RED on a class: one profile, or WRED's three (AFx1, AFx2, AFx3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RedFile {
+    One(RedTable),
+    PerPrecedence(Vec<RedTable>),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RedTable {
+    pub(super) min_th: f64,
+    pub(super) max_th: f64,
+    pub(super) max_p: Option<f64>,
+    pub(super) w_q: Option<f64>,
+    pub(super) gentle: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -129,7 +129,9 @@ impl Simulation {
             match self.links[l as usize].enqueue_scheduled(now, pkt, size, dscp) {
                 Scheduled::Started { arrival, done } => self.transmitting(l, arrival, done),
                 Scheduled::Queued => {}
-                Scheduled::Lost | Scheduled::Overflow | Scheduled::Policed => self.pool.free(pkt),
+                Scheduled::Lost | Scheduled::Overflow | Scheduled::Policed | Scheduled::Early => {
+                    self.pool.free(pkt)
+                }
             }
             return;
         }

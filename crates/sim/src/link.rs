@@ -677,6 +677,7 @@ mod tests {
                     limit_pkts: 10,
                 },
             )],
+            red: vec![],
         });
         l = Link::new(l.params.clone(), 0, 1, 1, 0);
         let t0 = Instant::from_nanos(0);

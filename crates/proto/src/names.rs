@@ -88,7 +88,9 @@ impl core::str::FromStr for Protocol {
 
 impl CcAlgorithm {
     /// The names of TCP's congestion controls (`"reno"` is read as NewReno too).
-    pub const NAMES: &'static [&'static str] = &["newreno", "cubic", "bbr", "bbr-v3", "bbr-lh"];
+    pub const NAMES: &'static [&'static str] = &[
+        "newreno", "cubic", "bbr", "bbr-v3", "bbr-lh", "hstcp", "scalable",
+    ];
 
     /// Its name.
     pub fn name(&self) -> &'static str {
@@ -96,6 +98,8 @@ impl CcAlgorithm {
             CcAlgorithm::NewReno(_) => "newreno",
             CcAlgorithm::Cubic(_) => "cubic",
             CcAlgorithm::Bbr(c) => c.name(),
+            CcAlgorithm::HighSpeed => "hstcp",
+            CcAlgorithm::Scalable => "scalable",
         }
     }
 }
@@ -110,6 +114,8 @@ impl core::str::FromStr for CcAlgorithm {
             "bbr" => Ok(CcAlgorithm::Bbr(BbrConfig::default())),
             "bbr-v3" => Ok(CcAlgorithm::Bbr(BbrConfig::v3_loss())),
             "bbr-lh" => Ok(CcAlgorithm::Bbr(BbrConfig::lh())),
+            "hstcp" => Ok(CcAlgorithm::HighSpeed),
+            "scalable" => Ok(CcAlgorithm::Scalable),
             _ => Err(unknown(s, Self::NAMES)),
         }
     }

@@ -1,6 +1,7 @@
 //! Congestion control: one file and one config struct per algorithm.
 //!
-//! TCP's controllers (NewReno, CUBIC, BBR) implement [`CongestionControl`]; UDT's
+//! TCP's controllers (NewReno, CUBIC, BBR, and the window-dependent AIMD family of
+//! [`Aimd`]: HighSpeed TCP, Scalable TCP) implement [`CongestionControl`]; UDT's
 //! rate-based ones (UDT, AR-UDT, and BBR through [`BbrUdt`]) implement
 //! [`UdtRateControl`], whose events carry what UDT's receiver reports (receive rate,
 //! link capacity, the ACK's RTT, the NAKs' loss lists). BBR is one model
@@ -17,23 +18,29 @@
 //! reacts to. [`AnyController`] dispatches statically (an enum, not a trait object),
 //! which keeps the per-ACK path free of indirect calls.
 
+mod aimd;
 mod ar_udt;
 mod bbr;
 mod bbr_udt;
 mod cubic;
 mod delivery_rate;
+mod highspeed;
 mod minmax;
 mod new_reno;
+mod scalable;
 mod sctp;
 mod udt;
 
+pub use aimd::{Aimd, Response};
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
 pub use bbr::{Bbr, BbrConfig, BbrMode, LhChanges};
 pub use bbr_udt::BbrUdt;
 pub use cubic::{Cubic, CubicConfig};
 pub use delivery_rate::{RateSample, RateSampler, SendState};
+pub use highspeed::{HighSpeed, HighSpeedResponse};
 pub use minmax::WindowedMax;
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig, SlowStart};
+pub use scalable::{Scalable, ScalableResponse};
 pub use sctp::{SctpCc, SctpCcProfile};
 pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};
 
@@ -126,6 +133,10 @@ pub enum CcAlgorithm {
     Cubic(CubicConfig),
     /// BBR (Linux's `tcp_bbr`, with the options of [`BbrConfig`]).
     Bbr(BbrConfig),
+    /// HighSpeed TCP (RFC 3649).
+    HighSpeed,
+    /// Scalable TCP (Kelly 2003, as Linux's `tcp_scalable`).
+    Scalable,
 }
 
 /// One of the built-in controllers, dispatched by `match`.
@@ -137,6 +148,10 @@ pub enum AnyController {
     Cubic(Cubic),
     /// BBR.
     Bbr(Box<Bbr>),
+    /// HighSpeed TCP.
+    HighSpeed(HighSpeed),
+    /// Scalable TCP.
+    Scalable(Scalable),
 }
 
 impl AnyController {
@@ -151,6 +166,12 @@ impl AnyController {
             CcAlgorithm::Bbr(c) => {
                 AnyController::Bbr(Box::new(Bbr::new(c, smss, initial_window, now)))
             }
+            CcAlgorithm::HighSpeed => {
+                AnyController::HighSpeed(Aimd::new(HighSpeedResponse, smss, initial_window))
+            }
+            CcAlgorithm::Scalable => {
+                AnyController::Scalable(Aimd::new(ScalableResponse, smss, initial_window))
+            }
         }
     }
 }
@@ -161,6 +182,8 @@ macro_rules! dispatch {
             AnyController::NewReno($c) => $e,
             AnyController::Cubic($c) => $e,
             AnyController::Bbr($c) => $e,
+            AnyController::HighSpeed($c) => $e,
+            AnyController::Scalable($c) => $e,
         }
     };
 }

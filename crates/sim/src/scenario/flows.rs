@@ -75,7 +75,7 @@ impl Loader<'_> {
             };
             match &mut c.cc {
                 CcAlgorithm::NewReno(cfg) => cfg.avoidance = avoidance,
-                CcAlgorithm::Cubic(_) | CcAlgorithm::Bbr(_) => {
+                _ => {
                     return Err(self.err(
                         format!("{key}.avoidance"),
                         "applies to cc = \"newreno\" only",

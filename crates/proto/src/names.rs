@@ -290,7 +290,7 @@ mod tests {
         let e = "vegas".parse::<CcAlgorithm>().unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown `vegas`: use \"newreno\", \"cubic\", \"bbr\", \"bbr-v3\" or \"bbr-lh\""
+            "unknown `vegas`: use \"newreno\", \"cubic\", \"bbr\", \"bbr-v3\", \"bbr-lh\", \"hstcp\" or \"scalable\""
         );
         for n in CcAlgorithm::NAMES {
             assert_eq!(n.parse::<CcAlgorithm>().unwrap().name(), *n);

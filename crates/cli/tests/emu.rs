@@ -645,6 +645,7 @@ fn compare_sim_agrees_with_the_kernel_on_the_same_path() {
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(md.contains("real/sim") && md.contains("Not matched:") && md.contains("HyStart"));
     assert!(out.join("sim-50ms-0.001.png").exists());
+    assert!(out.join("ratio-50ms-0.001.png").exists());
     for (scheme, tol) in [("reno", 0.15), ("cubic", 0.20), ("bbr", 0.15)] {
         let mine: Vec<&serde_json::Value> = runs.iter().filter(|r| r["scheme"] == scheme).collect();
         let ratios: Vec<f64> = mine

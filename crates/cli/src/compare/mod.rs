@@ -47,8 +47,8 @@ if that one is invalid too it is kept, marked. With --sim, the simulator runs th
 same path with the matching engine beside each real run (kernel CUBIC <-> sim
 CUBIC, Reno <-> NewReno, BBR <-> BBR, UDT <-> the same UDT engine); results.md
 gains the simulated throughput, the real/sim ratio and the settings that could
-not be matched, and OUT/sim-<rtt>-<loss>.png plots real and simulated throughput
-against time.")]
+not be matched; OUT/sim-<rtt>-<loss>.png plots real and simulated throughput
+against time and OUT/ratio-<rtt>-<loss>.png their ratio per second.")]
 pub struct CompareArgs {
     /// Comma-separated schemes.
     #[arg(long, default_value = "cubic,bbr,reno,udt,ar-udt,cubic-4")]
@@ -680,6 +680,19 @@ fn mbps_points(series: &[f64]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Real over simulated throughput per second (ten 100 ms bins), where the
+/// simulated run carried data.
+fn ratio_points(real: &[f64], sim: &[f64]) -> Vec<(f64, f64)> {
+    real.chunks(10)
+        .zip(sim.chunks(10))
+        .enumerate()
+        .filter_map(|(i, (r, s))| {
+            let s: f64 = s.iter().sum();
+            (s > 0.0).then(|| (i as f64 + 1.0, r.iter().sum::<f64>() / s))
+        })
+        .collect()
+}
+
 /// results.md's account of how the simulated runs were set up: what matches the
 /// kernel, and per scheme what could not.
 fn sim_settings(records: &[Record]) -> String {
@@ -749,6 +762,7 @@ fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Resul
         }
         let mut tput_series = vec![];
         let mut sim_series = vec![];
+        let mut ratio_series = vec![];
         let mut scatter = vec![];
         for name in &names {
             let rs: Vec<&&Record> = here.iter().filter(|r| r.scheme == *name).collect();
@@ -789,6 +803,10 @@ fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Resul
                     sim_series.push(Series {
                         label: format!("{name} sim"),
                         points: mbps_points(ss),
+                    });
+                    ratio_series.push(Series {
+                        label: name.to_string(),
+                        points: ratio_points(&rs[0].series_bps, ss),
                     });
                 }
             }
@@ -838,6 +856,16 @@ fn write_outputs(out: &Path, records: &[Record], rate_bps: f64) -> anyhow::Resul
         let title = format!("RTT {rtt:.0} ms, loss {loss}");
         written.extend([format!("throughput-{tag}.png"), format!("delay-{tag}.png")]);
         if with_sim {
+            written.push(format!("ratio-{tag}.png"));
+            draw_xy(
+                &out.join(format!("ratio-{tag}.png")),
+                &format!("Real over simulated throughput per second, {title}"),
+                "time (s)",
+                "real / sim",
+                &ratio_series,
+                true,
+            )
+            .map_err(|e| anyhow!("plot: {e}"))?;
             written.push(format!("sim-{tag}.png"));
             draw_xy(
                 &out.join(format!("sim-{tag}.png")),
@@ -915,6 +943,14 @@ mod tests {
 
     /// `bbr` is the kernel's TCP BBR; UDT driven by BBR is `udt-bbr` (and the
     /// other BBR names likewise), and each name reads back as itself.
+    #[test]
+    fn the_ratio_is_taken_per_second_where_the_simulator_carried_data() {
+        let real = vec![2.0; 25];
+        let mut sim = vec![1.0; 25];
+        sim[10..20].fill(0.0);
+        assert_eq!(ratio_points(&real, &sim), vec![(1.0, 2.0), (3.0, 2.0)]);
+    }
+
     #[test]
     fn kernel_and_udt_bbr_are_told_apart() {
         assert_eq!(

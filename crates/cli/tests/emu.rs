@@ -303,34 +303,30 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--schedule", "/nonexistent/s.toml"], "--schedule"),
     ];
     exit_2_saying(&["emu"], cases, &["--", "true"]);
-    // A bad schedule step is reported with its file, step and key.
+    // A bad file is reported with its name and where in it.
     let dir = tempfile::tempdir().unwrap();
-    let s = dir.path().join("steps.toml");
-    std::fs::write(&s, "[[step]]\nat = \"1s\"\nrate = \"quick\"\n").unwrap();
-    let o = Command::new(bin)
-        .arg("emu")
-        .arg("--schedule")
-        .arg(&s)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("steps.toml: step 1: `rate`"), "{err}");
-    // A bad trace line is reported with its file and line number.
-    let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("bad.trace");
-    std::fs::write(&t, "1\n2\nthree\n").unwrap();
-    let o = Command::new(bin)
-        .arg("emu")
-        .arg("--trace-down")
-        .arg(&t)
-        .args(["--", "true"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("bad.trace:3"), "{err}");
+    for (flag, name, text, want) in [
+        (
+            "--schedule",
+            "steps.toml",
+            "[[step]]\nat = \"1s\"\nrate = \"quick\"\n",
+            "steps.toml: step 1: `rate`",
+        ),
+        ("--trace-down", "bad.trace", "1\n2\nthree\n", "bad.trace:3"),
+    ] {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).unwrap();
+        let o = Command::new(bin)
+            .arg("emu")
+            .arg(flag)
+            .arg(&f)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains(want), "{flag}: {err}");
+    }
 }
 
 #[test]

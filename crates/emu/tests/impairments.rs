@@ -3,11 +3,6 @@
 //! against what was configured. Like `netns.rs`: root, one at a time, bounded, and
 //! asserting only on runs the emulator reports valid.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
-
-use longhaul_emu::emulator::SERVER_ADDR;
 use longhaul_emu::EmuConfig;
 use longhaul_model::fifo::Aqm;
 use longhaul_model::impair::{Jitter, JitterDist, Reorder};
@@ -158,31 +153,9 @@ fn tcp_delivers_every_byte_through_reordering_and_duplication() {
         });
         d.impair.duplicate = 0.02;
     }
-    let data: Arc<Vec<u8>> = Arc::new(
-        (0..8_000_000u64)
-            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
-            .collect(),
-    );
+    let data = varied_bytes(8_000_000);
     let (report, got) = valid_run(TRIES, || {
-        with_emulator(cfg.clone(), |pair| {
-            let listener = pair
-                .server
-                .run(|| TcpListener::bind(SocketAddr::from((SERVER_ADDR, 5203))).unwrap())
-                .unwrap();
-            let rx = pair.server.spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                let mut v = vec![];
-                s.read_to_end(&mut v).unwrap();
-                v
-            });
-            let d = data.clone();
-            let tx = pair.client.spawn(move || {
-                let mut s = TcpStream::connect(SocketAddr::from((SERVER_ADDR, 5203))).unwrap();
-                s.write_all(&d).unwrap();
-            });
-            tx.join().unwrap().unwrap();
-            rx.join().unwrap().unwrap()
-        })
+        with_emulator(cfg.clone(), |pair| tcp_exact(pair, 5203, &data))
     });
     assert!(report.up.reordered > 0 && report.up.duplicated > 0);
     assert!(got.len() == data.len() && got == *data, "the bytes differ");

@@ -12,7 +12,6 @@ const TRIES: u32 = 3;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 
 use longhaul_emu::clock::Clock;
 use longhaul_emu::emulator::SERVER_ADDR;
@@ -258,31 +257,9 @@ fn tcp_bytes_survive_segmentation_and_coalescing() {
     let mut cfg =
         EmuConfig::symmetric(Bandwidth::from_mbps(500), PDuration::from_millis(2), 0.0, 5);
     cfg.up.loss = LossModel::Bernoulli { p: 1e-3 };
-    let data: Arc<Vec<u8>> = Arc::new(
-        (0..24_000_000u64)
-            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
-            .collect(),
-    );
+    let data = varied_bytes(24_000_000);
     let (report, got) = valid_run(TRIES, || {
-        with_emulator(cfg.clone(), |pair| {
-            let listener = pair
-                .server
-                .run(|| TcpListener::bind(SocketAddr::from((SERVER_ADDR, 5202))).unwrap())
-                .unwrap();
-            let rx = pair.server.spawn(move || {
-                let (mut s, _) = listener.accept().unwrap();
-                let mut v = vec![];
-                s.read_to_end(&mut v).unwrap();
-                v
-            });
-            let d = data.clone();
-            let tx = pair.client.spawn(move || {
-                let mut s = TcpStream::connect(SocketAddr::from((SERVER_ADDR, 5202))).unwrap();
-                s.write_all(&d).unwrap();
-            });
-            tx.join().unwrap().unwrap();
-            rx.join().unwrap().unwrap()
-        })
+        with_emulator(cfg.clone(), |pair| tcp_exact(pair, 5202, &data))
     });
     assert!(report.health.offload);
     let h = &report.health;

@@ -4,7 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::net::{SocketAddr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -219,4 +220,35 @@ pub fn valid_run<R>(tries: u32, mut attempt: impl FnMut() -> (EmuReport, R)) -> 
         ));
     }
     panic!("no valid run in {tries} tries:\n{}", seen.join("\n"));
+}
+
+/// `n` varied bytes (no run of equal blocks, so a misplaced block shows).
+pub fn varied_bytes(n: u64) -> Arc<Vec<u8>> {
+    Arc::new(
+        (0..n)
+            .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8)
+            .collect(),
+    )
+}
+
+/// Sends `data` over one kernel TCP connection from client to server port `port`;
+/// returns what the server read.
+pub fn tcp_exact(pair: &Pair, port: u16, data: &Arc<Vec<u8>>) -> Vec<u8> {
+    let listener = pair
+        .server
+        .run(|| TcpListener::bind(SocketAddr::from((SERVER_ADDR, port))).unwrap())
+        .unwrap();
+    let rx = pair.server.spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut v = vec![];
+        s.read_to_end(&mut v).unwrap();
+        v
+    });
+    let d = data.clone();
+    let tx = pair.client.spawn(move || {
+        let mut s = TcpStream::connect(SocketAddr::from((SERVER_ADDR, port))).unwrap();
+        s.write_all(&d).unwrap();
+    });
+    tx.join().unwrap().unwrap();
+    rx.join().unwrap().unwrap()
 }

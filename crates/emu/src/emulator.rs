@@ -97,9 +97,10 @@ impl Pair {
     /// queue of 10 000 packets (so the kernel holds bursts instead of dropping them
     /// while the emulator sleeps). On a machine of two or more CPUs it steers the
     /// devices' receive work off the timing CPU, and keeps the calling thread (and
-    /// so what it spawns) off that CPU until the pair is dropped ([`cpu`]). With `offload`, the devices exchange TCP
-    /// super-packets with the emulator ([`crate::gso`]); a kernel that refuses
-    /// gets plain devices, which [`Pair::offload`] then reports.
+    /// so what it spawns) off that CPU until the pair is dropped ([`cpu`]). With
+    /// `offload`, the devices exchange TCP super-packets with the emulator
+    /// ([`crate::gso`]); a kernel that refuses gets plain devices, which
+    /// [`Pair::offload`] then reports.
     pub fn create(mtu: u16, offload: bool) -> Result<Pair, EmuError> {
         let client = Netns::create(&unique_name("c"))?;
         let server = Netns::create(&unique_name("s"))?;
@@ -458,8 +459,9 @@ impl Emulator {
         let pkt = Arrival {
             len: ip.len(),
             dscp: tos >> 2,
-            // ECT(1) = 01, ECT(0) = 10 (RFC 3168 §5); CE = 11 is left as it is.
-            ect: matches!(tos & 3, 1 | 2),
+            // ECT(1) = 01, ECT(0) = 10, CE = 11 (RFC 3168 §5): all ECN-capable;
+            // marking a CE packet leaves it CE rather than dropping it.
+            ect: tos & 3 != 0,
         };
         let v = match self.dirs[d].handle(now, pkt) {
             Verdict::Deliver(v) => v,

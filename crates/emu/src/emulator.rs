@@ -22,6 +22,7 @@ use std::time::Duration as StdDuration;
 use hdrhistogram::Histogram;
 use longhaul_proto::Instant;
 use longhaul_wire::pcap::PcapFile;
+use longhaul_wire::Ipv4Packet;
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::sys::time::TimeSpec;
@@ -455,13 +456,14 @@ impl Emulator {
     ) {
         let ip = &buf[io.off..len];
         let flow = self.stats[d].arrive(now.as_nanos(), ip);
-        let tos = ip.get(1).copied().unwrap_or(0);
+        // Not IPv4 (nothing else crosses): best effort, not ECN-capable.
+        let (dscp, ecn) = Ipv4Packet::new_checked(ip).map_or((0, 0), |p| (p.dscp(), p.ecn()));
         let pkt = Arrival {
             len: ip.len(),
-            dscp: tos >> 2,
-            // ECT(1) = 01, ECT(0) = 10, CE = 11 (RFC 3168 §5): all ECN-capable;
-            // marking a CE packet leaves it CE rather than dropping it.
-            ect: tos & 3 != 0,
+            dscp,
+            // ECT(1), ECT(0) and CE are all ECN-capable (RFC 3168 §5); marking a CE
+            // packet leaves it CE rather than dropping it.
+            ect: ecn != 0,
         };
         let v = match self.dirs[d].handle(now, pkt) {
             Verdict::Deliver(v) => v,
@@ -482,7 +484,11 @@ impl Emulator {
             }
         };
         if v.ce {
-            mark_ce(&mut buf[io.off..len]);
+            // Only an IPv4 packet can have been found ECN-capable.
+            if let Ok(mut p) = Ipv4Packet::new_checked(&mut buf[io.off..len]) {
+                p.set_ecn(3);
+                p.fill_checksum();
+            }
         }
         self.stats[d].impaired(flow, v.held, v.copy.is_some(), v.ce);
         if let Some(at) = v.copy {
@@ -619,23 +625,6 @@ fn insert(queue: &mut VecDeque<InFlight>, p: InFlight) {
     queue.insert(i, p);
 }
 
-/// Sets an IPv4 packet's ECN field to Congestion Experienced (11) and patches its
-/// header checksum incrementally (RFC 1624, eqn. 3: HC' = ~(~HC + ~m + m')).
-fn mark_ce(ip: &mut [u8]) {
-    if ip.len() < 20 || ip[0] >> 4 != 4 {
-        return;
-    }
-    let old = u16::from_be_bytes([ip[0], ip[1]]);
-    ip[1] |= 3;
-    let new = u16::from_be_bytes([ip[0], ip[1]]);
-    let hc = u16::from_be_bytes([ip[10], ip[11]]);
-    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-}
-
 /// CPU time of the calling thread, s.
 fn thread_cpu() -> f64 {
     getrusage(UsageWho::RUSAGE_THREAD)
@@ -649,29 +638,6 @@ fn thread_cpu() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use longhaul_wire::Ipv4Packet;
-
-    /// A 28-byte IPv4/UDP packet with a valid header checksum and `tos`.
-    fn packet(tos: u8) -> Vec<u8> {
-        let mut p = vec![
-            0x45, tos, 0, 28, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 10, 77, 0, 1, 10, 77, 0, 2,
-        ];
-        p.extend_from_slice(&[0; 8]);
-        Ipv4Packet::new_unchecked(&mut p[..]).fill_checksum();
-        p
-    }
-
-    #[test]
-    fn marking_ce_keeps_the_header_checksum_valid() {
-        for tos in [0x01, 0x02, 0x29, 0xb8 | 2, 0xfe] {
-            let mut p = packet(tos);
-            mark_ce(&mut p);
-            assert_eq!(p[1], tos | 3);
-            let ip = Ipv4Packet::new_checked(&p[..]).unwrap();
-            assert!(ip.verify_checksum(), "tos {tos:#x}");
-        }
-    }
 
     #[test]
     fn insertion_keeps_departures_in_order_and_ties_in_arrival_order() {

@@ -9,8 +9,8 @@
 //! Without impairments the link is FIFO, so a packet's whole future is known the
 //! moment it arrives: [`Direction::handle`] returns the nanosecond at which it
 //! leaves the far end, and those times never decrease. Jitter that may reorder, and
-//! reordering, break that order on purpose ([`DirectionConfig::reorders`]); the I/O
-//! loop then holds packets by departure time. Time is passed in; nothing here
+//! reordering, break that order on purpose; the I/O loop holds packets by
+//! departure time. Time is passed in; nothing here
 //! reads a clock.
 
 use std::collections::VecDeque;
@@ -180,11 +180,6 @@ impl DirectionConfig {
             impair: Impairments::default(),
             schedule: vec![],
         }
-    }
-
-    /// Whether packets may leave in another order than they arrived.
-    pub fn reorders(&self) -> bool {
-        self.impair.reorders()
     }
 
     /// Checks what the queue's limit cannot check: the AQM's curves, the

@@ -54,19 +54,6 @@ pub enum JitterDist {
     },
 }
 
-impl JitterDist {
-    /// The distribution's standard deviation.
-    pub fn sd(&self) -> Duration {
-        match *self {
-            JitterDist::Normal { sd } => sd,
-            // Uniform on [-a, a]: a / sqrt(3).
-            JitterDist::Uniform { half_width } => {
-                Duration::from_nanos((half_width.as_nanos() as f64 / 3f64.sqrt()) as u64)
-            }
-        }
-    }
-}
-
 /// Delay jitter.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Jitter {
@@ -137,16 +124,6 @@ pub struct Impairments {
 }
 
 impl Impairments {
-    /// Whether any impairment is set.
-    pub fn any(&self) -> bool {
-        self.jitter.is_some() || self.reorder.is_some() || self.duplicate > 0.0
-    }
-
-    /// Whether packets may leave in another order than they arrived.
-    pub fn reorders(&self) -> bool {
-        self.reorder.is_some() || self.jitter.is_some_and(|j| j.reorder)
-    }
-
     /// Checks the probabilities, naming the one that is wrong.
     pub fn validate(&self) -> Result<(), String> {
         let prob = |name: &str, p: f64| {
@@ -200,11 +177,6 @@ impl Impairer {
             dup: rng::stream(seed, DUP_SALT, index),
             fifo_floor: 0,
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &Impairments {
-        &self.cfg
     }
 
     /// A packet that finished serialisation at `serialised` would, unimpaired,

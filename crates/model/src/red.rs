@@ -67,19 +67,25 @@ pub struct RedParams {
 }
 
 impl RedParams {
-    /// The paper's recommended shape for a queue of `limit` packets: min_th a
-    /// fifth of it, max_th three times min_th, max_p 0.1, w_q 0.002, gentle.
-    pub fn for_limit(limit: f64) -> RedParams {
-        let min_th = (limit / 5.0).max(1.0);
+    /// A profile between `min_th` and `max_th` (packets) with the paper's other
+    /// recommendations: max_p 0.1, w_q 0.002; Floyd's gentle mode on; no ECN.
+    pub fn with_thresholds(min_th: f64, max_th: f64) -> RedParams {
         RedParams {
             min_th,
-            max_th: 3.0 * min_th,
+            max_th,
             max_p: 0.1,
             w_q: 0.002,
             gentle: true,
             ecn: false,
             bytes: false,
         }
+    }
+
+    /// The paper's recommended shape for a queue of `limit` packets: min_th a
+    /// fifth of it, max_th three times min_th, and [`RedParams::with_thresholds`].
+    pub fn for_limit(limit: f64) -> RedParams {
+        let min_th = (limit / 5.0).max(1.0);
+        RedParams::with_thresholds(min_th, 3.0 * min_th)
     }
 
     /// Checks the parameters make a curve, naming the one that does not.

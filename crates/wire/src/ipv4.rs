@@ -194,6 +194,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         let b = self.buffer.as_mut();
         b[field::DS_ECN] = (dscp << 2) | (b[field::DS_ECN] & 0x03);
     }
+    /// Sets the ECN field (RFC 3168: 00 not ECT, 01 ECT(1), 10 ECT(0), 11 CE),
+    /// keeping the DSCP.
+    pub fn set_ecn(&mut self, ecn: u8) {
+        let b = self.buffer.as_mut();
+        b[field::DS_ECN] = (b[field::DS_ECN] & !0x03) | (ecn & 0x03);
+    }
     /// Sets the total length (header and payload).
     pub fn set_total_len(&mut self, len: u16) {
         self.buffer.as_mut()[field::LENGTH].copy_from_slice(&len.to_be_bytes());
@@ -321,6 +327,32 @@ mod tests {
                 let _ = Ipv4Repr::parse(&p, Checksum::Both);
                 let _ = p.payload();
             }
+        }
+    }
+
+    /// Marking CE (as a RED queue does) keeps the DSCP, and the refilled checksum
+    /// verifies, whatever the codepoints were.
+    #[test]
+    fn setting_ecn_keeps_the_dscp_and_the_checksum_refills() {
+        for (dscp, ecn) in [(0, 1), (10, 2), (46, 0), (63, 3)] {
+            let r = Ipv4Repr {
+                src_addr: Ipv4Address::new(10, 77, 0, 1),
+                dst_addr: Ipv4Address::new(10, 77, 0, 2),
+                protocol: IpProtocol::Udp,
+                payload_len: 8,
+                ttl: 64,
+                dscp,
+            };
+            let mut buf = [0u8; HEADER_LEN];
+            r.emit(&mut buf, Checksum::Both);
+            let mut p = Ipv4Packet::new_checked(&mut buf[..]).unwrap();
+            p.set_ecn(ecn);
+            p.fill_checksum();
+            assert_eq!(p.ecn(), ecn);
+            p.set_ecn(3);
+            p.fill_checksum();
+            assert_eq!((p.dscp(), p.ecn()), (dscp, 3));
+            assert!(p.verify_checksum(), "dscp {dscp}, ecn {ecn}");
         }
     }
 

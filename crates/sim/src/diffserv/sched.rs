@@ -194,11 +194,8 @@ impl<T: Copy> Scheduler<T> {
     pub fn offer(&mut self, now: Instant, class: usize, item: T, bytes: u32, dscp: u8) -> Admit {
         let c = &mut self.classes[class];
         if let Some(red) = &mut c.red {
-            let q = if red.profiles()[0].bytes {
-                c.fifo.items.iter().map(|&(_, b)| f64::from(b)).sum()
-            } else {
-                c.fifo.items.len() as f64
-            };
+            // Thresholds count packets (the scenario has no byte mode).
+            let q = c.fifo.items.len() as f64;
             let profile = af_drop_precedence(dscp).map_or(0, |p| usize::from(p) - 1);
             // The simulator's packets carry no ECN field: a RED hit is a drop.
             if red.on_arrival(now.as_nanos(), q, profile, false) != RedVerdict::Pass {

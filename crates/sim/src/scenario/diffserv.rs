@@ -84,8 +84,7 @@ impl Loader<'_> {
     }
 
     /// A class's RED profiles: one, or three for WRED (AFx1, AFx2, AFx3). Thresholds
-    /// in packets; max_p 0.1, w_q 0.002 and gentle mode unless given (Floyd and
-    /// Jacobson's recommendations, and Floyd's gentle variant).
+    /// in packets; the rest as [`RedParams::with_thresholds`] unless given.
     fn red(&self, key: &str, r: &RedFile) -> Result<Vec<RedParams>, ScenarioError> {
         let tables: Vec<(String, &RedTable)> =
             match r {
@@ -103,15 +102,10 @@ impl Loader<'_> {
         tables
             .into_iter()
             .map(|(k, t)| {
-                let p = RedParams {
-                    min_th: t.min_th,
-                    max_th: t.max_th,
-                    max_p: t.max_p.unwrap_or(0.1),
-                    w_q: t.w_q.unwrap_or(0.002),
-                    gentle: t.gentle.unwrap_or(true),
-                    ecn: false,
-                    bytes: false,
-                };
+                let mut p = RedParams::with_thresholds(t.min_th, t.max_th);
+                p.max_p = t.max_p.unwrap_or(p.max_p);
+                p.w_q = t.w_q.unwrap_or(p.w_q);
+                p.gentle = t.gentle.unwrap_or(p.gentle);
                 p.validate().map_err(|m| self.err(k, m))?;
                 Ok(p)
             })

@@ -6,7 +6,8 @@
 use core::fmt;
 
 use crate::cc::{
-    ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, LhChanges, SpwScope, UdtConfig, UdtProfile,
+    ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, FastConfig, LhChanges, SpwScope, UdtConfig,
+    UdtProfile,
 };
 use crate::sctp::SctpConfig;
 use crate::tcp::TcpConfig;
@@ -89,7 +90,8 @@ impl core::str::FromStr for Protocol {
 impl CcAlgorithm {
     /// The names of TCP's congestion controls (`"reno"` is read as NewReno too).
     pub const NAMES: &'static [&'static str] = &[
-        "newreno", "cubic", "bbr", "bbr-v3", "bbr-lh", "hstcp", "scalable",
+        "newreno", "cubic", "bbr", "bbr-v3", "bbr-lh", "hstcp", "scalable", "bic", "htcp",
+        "illinois", "vegas", "fast", "westwood",
     ];
 
     /// Its name.
@@ -100,6 +102,12 @@ impl CcAlgorithm {
             CcAlgorithm::Bbr(c) => c.name(),
             CcAlgorithm::HighSpeed => "hstcp",
             CcAlgorithm::Scalable => "scalable",
+            CcAlgorithm::Bic => "bic",
+            CcAlgorithm::Htcp => "htcp",
+            CcAlgorithm::Illinois => "illinois",
+            CcAlgorithm::Vegas => "vegas",
+            CcAlgorithm::Fast(_) => "fast",
+            CcAlgorithm::Westwood => "westwood",
         }
     }
 }
@@ -116,6 +124,12 @@ impl core::str::FromStr for CcAlgorithm {
             "bbr-lh" => Ok(CcAlgorithm::Bbr(BbrConfig::lh())),
             "hstcp" => Ok(CcAlgorithm::HighSpeed),
             "scalable" => Ok(CcAlgorithm::Scalable),
+            "bic" => Ok(CcAlgorithm::Bic),
+            "htcp" => Ok(CcAlgorithm::Htcp),
+            "illinois" => Ok(CcAlgorithm::Illinois),
+            "vegas" => Ok(CcAlgorithm::Vegas),
+            "fast" => Ok(CcAlgorithm::Fast(FastConfig::default())),
+            "westwood" | "westwood+" => Ok(CcAlgorithm::Westwood),
             _ => Err(unknown(s, Self::NAMES)),
         }
     }
@@ -287,10 +301,10 @@ mod tests {
         for n in SctpConfig::PROFILES {
             assert!(SctpConfig::profile(n).is_ok());
         }
-        let e = "vegas".parse::<CcAlgorithm>().unwrap_err().to_string();
+        let e = "compound".parse::<CcAlgorithm>().unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown `vegas`: use \"newreno\", \"cubic\", \"bbr\", \"bbr-v3\", \"bbr-lh\", \"hstcp\" or \"scalable\""
+            "unknown `compound`: use \"newreno\", \"cubic\", \"bbr\", \"bbr-v3\", \"bbr-lh\", \"hstcp\", \"scalable\", \"bic\", \"htcp\", \"illinois\", \"vegas\", \"fast\" or \"westwood\""
         );
         for n in CcAlgorithm::NAMES {
             assert_eq!(n.parse::<CcAlgorithm>().unwrap().name(), *n);

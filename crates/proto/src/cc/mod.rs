@@ -1,7 +1,10 @@
 //! Congestion control: one file and one config struct per algorithm.
 //!
-//! TCP's controllers (NewReno, CUBIC, BBR, and the window-dependent AIMD family of
-//! [`Aimd`]: HighSpeed TCP, Scalable TCP) implement [`CongestionControl`]; UDT's
+//! TCP's controllers implement [`CongestionControl`]: NewReno, CUBIC, BBR; the
+//! window-dependent AIMD family of [`Aimd`] (HighSpeed TCP, Scalable TCP); the
+//! ports of Linux modules that share its segment arithmetic ([`SegmentWindow`]):
+//! BIC, H-TCP, TCP-Illinois, Vegas and Westwood+; and FAST TCP, from its paper.
+//! UDT's
 //! rate-based ones (UDT, AR-UDT, and BBR through [`BbrUdt`]) implement
 //! [`UdtRateControl`], whose events carry what UDT's receiver reports (receive rate,
 //! link capacity, the ACK's RTT, the NAKs' loss lists). BBR is one model
@@ -22,27 +25,41 @@ mod aimd;
 mod ar_udt;
 mod bbr;
 mod bbr_udt;
+mod bic;
 mod cubic;
 mod delivery_rate;
+mod fast;
 mod highspeed;
+mod htcp;
+mod illinois;
 mod minmax;
 mod new_reno;
 mod scalable;
 mod sctp;
+mod segments;
 mod udt;
+mod vegas;
+mod westwood;
 
 pub use aimd::{Aimd, Response};
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
 pub use bbr::{Bbr, BbrConfig, BbrMode, LhChanges};
 pub use bbr_udt::BbrUdt;
+pub use bic::Bic;
 pub use cubic::{Cubic, CubicConfig};
 pub use delivery_rate::{RateSample, RateSampler, SendState};
+pub use fast::{Fast, FastConfig};
 pub use highspeed::{HighSpeed, HighSpeedResponse};
+pub use htcp::Htcp;
+pub use illinois::Illinois;
 pub use minmax::WindowedMax;
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig, SlowStart};
 pub use scalable::{Scalable, ScalableResponse};
 pub use sctp::{SctpCc, SctpCcProfile};
+pub use segments::{Rounds, SegmentWindow};
 pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, SYN_US};
+pub use vegas::Vegas;
+pub use westwood::Westwood;
 
 use crate::time::{Duration, Instant};
 
@@ -56,19 +73,35 @@ pub struct AckSample {
     pub prior_in_flight: u64,
     /// The smoothed RTT, if known.
     pub srtt: Option<Duration>,
-    /// The smallest RTT sample so far, if known.
-    pub min_rtt: Option<Duration>,
+    /// The RTT this ACK measured (the newest segment it acknowledged, never a
+    /// retransmitted or SACKed one: Karn's rule), if any. Linux hands the same
+    /// sample to a module's `pkts_acked`; the delay-based controllers (Vegas, FAST,
+    /// Illinois, H-TCP's RTT bounds) read it.
+    pub rtt: Option<Duration>,
 }
 
 impl AckSample {
-    /// A sample with the given fields.
+    /// A sample without an RTT measurement.
     pub fn new(bytes_acked: u64, prior_in_flight: u64, srtt: Option<Duration>) -> Self {
         AckSample {
             bytes_acked,
             prior_in_flight,
             srtt,
-            min_rtt: srtt,
+            rtt: None,
         }
+    }
+
+    /// The sample with the RTT this ACK measured.
+    pub fn with_rtt(self, rtt: Option<Duration>) -> Self {
+        AckSample { rtt, ..self }
+    }
+
+    /// When the segment that gave [`rtt`](Self::rtt) was sent: an ACK whose
+    /// segment left after a round began ends that round (Linux's
+    /// `after(ack, snd_nxt at the round's start)`).
+    pub fn sent_at(&self, now: Instant) -> Option<Instant> {
+        self.rtt
+            .map(|r| Instant::from_nanos(now.as_nanos().saturating_sub(r.as_nanos() as u64)))
     }
 }
 
@@ -137,6 +170,18 @@ pub enum CcAlgorithm {
     HighSpeed,
     /// Scalable TCP (Kelly 2003, as Linux's `tcp_scalable`).
     Scalable,
+    /// BIC TCP (Xu, Harfoush, Rhee 2004, as Linux's `tcp_bic`).
+    Bic,
+    /// H-TCP (Leith, Shorten 2004, as Linux's `tcp_htcp`).
+    Htcp,
+    /// TCP-Illinois (Liu, Başar, Srikant 2006, as Linux's `tcp_illinois`).
+    Illinois,
+    /// TCP Vegas (Brakmo, Peterson 1995, as Linux's `tcp_vegas`).
+    Vegas,
+    /// FAST TCP (Jin, Wei, Low 2004).
+    Fast(FastConfig),
+    /// TCP Westwood+ (Grieco, Mascolo 2004, as Linux's `tcp_westwood`).
+    Westwood,
 }
 
 /// One of the built-in controllers, dispatched by `match`.
@@ -152,6 +197,18 @@ pub enum AnyController {
     HighSpeed(HighSpeed),
     /// Scalable TCP.
     Scalable(Scalable),
+    /// BIC TCP.
+    Bic(Bic),
+    /// H-TCP.
+    Htcp(Htcp),
+    /// TCP-Illinois.
+    Illinois(Illinois),
+    /// TCP Vegas.
+    Vegas(Vegas),
+    /// FAST TCP.
+    Fast(Fast),
+    /// TCP Westwood+.
+    Westwood(Westwood),
 }
 
 impl AnyController {
@@ -172,6 +229,14 @@ impl AnyController {
             CcAlgorithm::Scalable => {
                 AnyController::Scalable(Aimd::new(ScalableResponse, smss, initial_window))
             }
+            CcAlgorithm::Bic => AnyController::Bic(Bic::new(smss, initial_window)),
+            CcAlgorithm::Htcp => AnyController::Htcp(Htcp::new(smss, initial_window, now)),
+            CcAlgorithm::Illinois => {
+                AnyController::Illinois(Illinois::new(smss, initial_window, now))
+            }
+            CcAlgorithm::Vegas => AnyController::Vegas(Vegas::new(smss, initial_window, now)),
+            CcAlgorithm::Fast(c) => AnyController::Fast(Fast::new(c, smss, initial_window, now)),
+            CcAlgorithm::Westwood => AnyController::Westwood(Westwood::new(smss, initial_window)),
         }
     }
 }
@@ -184,6 +249,12 @@ macro_rules! dispatch {
             AnyController::Bbr($c) => $e,
             AnyController::HighSpeed($c) => $e,
             AnyController::Scalable($c) => $e,
+            AnyController::Bic($c) => $e,
+            AnyController::Htcp($c) => $e,
+            AnyController::Illinois($c) => $e,
+            AnyController::Vegas($c) => $e,
+            AnyController::Fast($c) => $e,
+            AnyController::Westwood($c) => $e,
         }
     };
 }
@@ -215,6 +286,9 @@ impl CongestionControl for AnyController {
     }
     fn pacing_rate(&self) -> Option<f64> {
         dispatch!(self, c => c.pacing_rate())
+    }
+    fn in_slow_start(&self) -> bool {
+        dispatch!(self, c => c.in_slow_start())
     }
     fn wants_rate_samples(&self) -> bool {
         dispatch!(self, c => c.wants_rate_samples())

@@ -126,7 +126,10 @@ impl TcpConnection {
             self.board.begin_rate_sample();
         }
         let cum = self.on_cumulative_ack(now, una, ack_off);
-        let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt());
+        let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt()).with_rtt(
+            cum.rtt_sample_from
+                .map(|sent| now.saturating_duration_since(sent)),
+        );
         self.cc.on_ack(now, &sample);
         if self.model_based {
             self.feed_rate_sample(now, prior_in_flight, cum.rtt_sample_from);

@@ -218,7 +218,8 @@ impl TcpConnection {
                 }
                 Some(_) => {}
                 None => {
-                    let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt());
+                    let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt())
+                        .with_rtt(rtt_from.map(|sent| now.saturating_duration_since(sent)));
                     self.cc.on_ack(now, &sample);
                 }
             }

@@ -24,6 +24,7 @@ macro_rules! out {
 
 mod bench;
 mod compare;
+mod doctor;
 mod emu;
 mod net;
 mod sim;
@@ -57,6 +58,10 @@ enum Command {
     Emu(Box<emu::EmuArgs>),
     /// Real stacks (kernel TCP, longhaul UDT/AR-UDT) side by side over one emulated link.
     Compare(compare::CompareArgs),
+    /// Audit this host's tuning for a long fat path: each setting, what the path
+    /// needs, the command that fixes it. Exit 0 when all is well, 1 when something
+    /// limits the path.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// A failure, and whether it was the user's input.
@@ -94,6 +99,11 @@ fn main() -> ExitCode {
         Command::Token(args) => transfer::token_cmd(args),
         Command::Emu(args) => emu::run(*args),
         Command::Compare(args) => compare::run(args),
+        Command::Doctor(args) => match doctor::run(args) {
+            Ok(true) => return ExitCode::from(1),
+            Ok(false) => Ok(()),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

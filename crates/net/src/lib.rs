@@ -11,7 +11,8 @@
 //! only when the next deadline is more than [`SPIN`] away, and spins (yielding the
 //! core) the rest of the way, as UDT4 does with its TSC timer.
 //!
-//! Above the socket: [`transfer`] (`longhaul send`/`recv`: the control channel,
+//! Above the socket: [`doctor`] (`longhaul doctor`: audits a host's tuning for a
+//! long fat path), [`transfer`] (`longhaul send`/`recv`: the control channel,
 //! parallel data channels, resume, verification) and [`secure`] (the handshake and
 //! the encryption of every channel; see `docs/security.md`).
 //!
@@ -24,6 +25,7 @@
 
 pub mod bench;
 pub mod clock;
+pub mod doctor;
 pub mod secure;
 pub mod transfer;
 mod udt;

@@ -1,4 +1,5 @@
-//! `longhaul sim bench`: simulator speed on the reference scenario.
+//! `longhaul sim bench`: simulator speed on the reference scenario, and on many
+//! flows sharing its path (`--flows`) or a dumbbell of them (`--dumbbell`).
 //!
 //! It reads the wall clock (so it allows `clippy::disallowed_methods`, as the
 //! transfer timer in `transfer.rs` does); the simulation itself never does.
@@ -24,11 +25,61 @@ pub struct BenchArgs {
     /// range beside them.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     repeat: u32,
+    /// Flows sharing the bottleneck, one run each (e.g. 1,10,100,1000): the
+    /// reference flow repeated, starts spread over the first second. 1 is the
+    /// reference scenario itself.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1u32],
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    flows: Vec<u32>,
+    /// The bottleneck's rate (the reference's is 1Gbps; many flows want more).
+    #[arg(long)]
+    rate: Option<String>,
+    /// The flows' congestion control (the reference's is newreno).
+    #[arg(long)]
+    cc: Option<String>,
+    /// A dumbbell: each flow from its own sender over its own access link (10 Gb/s)
+    /// to its own receiver, instead of all flows between the chain's two hosts.
+    #[arg(long)]
+    dumbbell: bool,
 }
 
-/// One RTT's runs.
+/// The scenario of one bench point: the reference scenario, or (other flows,
+/// rate, control or topology) its parameters written out with those changes.
+fn scenario(args: &BenchArgs, rtt_ms: f64, flows: u32) -> Result<longhaul_sim::Scenario, Failure> {
+    let one_way = format!("{}us", rtt_ms * 500.0);
+    if flows == 1 && args.rate.is_none() && args.cc.is_none() && !args.dumbbell {
+        return reference(&one_way, args.loss).map_err(Failure::input);
+    }
+    let rate = args.rate.as_deref().unwrap_or("1Gbps");
+    let cc = args.cc.as_deref().unwrap_or("newreno");
+    let loss = args.loss;
+    let topology = if args.dumbbell {
+        format!(
+            "kind = \"dumbbell\"\npairs = {flows}\naccess = {{ rate = \"10Gbps\", delay = \"0ms\" }}\n\
+             bottleneck = {{ rate = \"{rate}\", delay = \"{one_way}\", queue = \"1bdp\", loss = {loss:e} }}\n"
+        )
+    } else {
+        format!(
+            "kind = \"chain\"\n[[topology.links]]\nrate = \"10Gbps\"\ndelay = \"0ms\"\nqueue = \"1bdp\"\n\
+             [[topology.links]]\nrate = \"{rate}\"\ndelay = \"{one_way}\"\nqueue = \"1bdp\"\nloss = {loss:e}\n"
+        )
+    };
+    let mut text = format!("name = \"bench\"\nduration = \"1s\"\nseed = 1\n[topology]\n{topology}");
+    for i in 0..flows {
+        let start_us = u64::from(i) * 1_000_000 / u64::from(flows);
+        text += &format!(
+            "[[flow]]\nprotocol = \"tcp\"\ncc = \"{cc}\"\nsack = true\nmss = 1448\nack_every = 1\nstart = \"{start_us}us\"\n"
+        );
+    }
+    text += "[outputs]\nplots = false\n";
+    longhaul_sim::Scenario::parse(&text, std::path::Path::new("<bench>"))
+        .map_err(|e| Failure::input(anyhow::anyhow!("--rate/--cc: {e}")))
+}
+
+/// One point's runs.
 struct Runs {
     rtt_ms: f64,
+    flows: u32,
     goodput_mbps: f64,
     delivered: u64,
     events: u64,
@@ -129,11 +180,15 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             "--rtt-ms {r}: give finite round-trip times above zero, in ms (e.g. 1,100)"
         )));
     }
+    let points: Vec<(f64, u32)> = args
+        .rtt_ms
+        .iter()
+        .flat_map(|&r| args.flows.iter().map(move |&n| (r, n)))
+        .collect();
     let mut runs: Vec<Runs> = vec![];
     for round in 0..args.repeat {
-        for (i, &rtt) in args.rtt_ms.iter().enumerate() {
-            let mut s =
-                reference(&format!("{}us", rtt * 500.0), args.loss).map_err(Failure::input)?;
+        for (i, &(rtt, flows)) in points.iter().enumerate() {
+            let mut s = scenario(&args, rtt, flows)?;
             s.run.duration = duration;
             s.run.trace_interval = None;
             // At most 10 000 samples, as the scenario loader allows.
@@ -141,13 +196,22 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             let start = std::time::Instant::now();
             let r = longhaul_sim::simulate(&s)?;
             let wall = start.elapsed().as_secs_f64();
-            let f = &r.summary.flows[0];
-            let segs = f.data_segments_sent.unwrap_or(0) + f.retransmits.unwrap_or(0);
-            let delivered = r.summary.link("link1").map_or(segs, |l| l.delivered_pkts);
+            let f = &r.summary.flows;
+            let segs: u64 = f
+                .iter()
+                .map(|f| f.data_segments_sent.unwrap_or(0) + f.retransmits.unwrap_or(0))
+                .sum();
+            let bottleneck = if args.dumbbell { "bottleneck" } else { "link1" };
+            let delivered = r
+                .summary
+                .link(bottleneck)
+                .map_or(segs, |l| l.delivered_pkts);
+            let goodput = f.iter().map(|f| f.goodput_mbps).sum();
             if round == 0 {
                 runs.push(Runs {
                     rtt_ms: rtt,
-                    goodput_mbps: f.goodput_mbps,
+                    flows,
+                    goodput_mbps: goodput,
                     delivered,
                     events: r.summary.events,
                     walls: vec![wall],
@@ -159,7 +223,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             // a loud stop, not a figure.
             if (first.delivered, first.events) != (delivered, r.summary.events) {
                 return Err(Failure::from(anyhow::anyhow!(
-                    "RTT {rtt} ms: run {} delivered {delivered} segments in {} events, \
+                    "RTT {rtt} ms, {flows} flows: run {} delivered {delivered} segments in {} events, \
                      run 1 {} in {}: the simulator is not deterministic",
                     round + 1,
                     r.summary.events,
@@ -171,7 +235,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         }
     }
     outln!(
-        "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12}   {}",
+        "{:>8} {:>10} {:>14} {:>12} {:>14} {:>16} {:>10} {:>12} {:>10} {:>6}   {}",
         "RTT ms",
         "goodput",
         "data segs",
@@ -180,13 +244,20 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         "data segs/s",
         "events/s",
         "wall/sim-s",
+        "events/seg",
+        "flows",
         "data segs/s, fastest to slowest run"
     )?;
     for r in &runs {
         let (rate, fastest, slowest) = r.rates();
         let wall = r.median_wall();
+        let per_seg = if r.delivered > 0 {
+            format!("{:.2}", r.events as f64 / r.delivered as f64)
+        } else {
+            "-".into()
+        };
         outln!(
-            "{:>8} {:>7.1} Mb/s {:>14} {:>12} {:>14.3} {:>14.2} M {:>8.2} M {:>12.5}   {:.2}-{:.2} M ({} runs)",
+            "{:>8} {:>7.1} Mb/s {:>14} {:>12} {:>14.3} {:>14.2} M {:>8.2} M {:>12.5} {:>10} {:>6}   {:.2}-{:.2} M ({} runs)",
             r.rtt_ms,
             r.goodput_mbps,
             r.delivered,
@@ -195,12 +266,28 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             rate / 1e6,
             r.events as f64 / wall / 1e6,
             wall / args.duration_s,
+            per_seg,
+            r.flows,
             fastest / 1e6,
             slowest / 1e6,
             r.walls.len(),
         )?;
     }
-    if runs.len() > 1 {
+    if args.flows.len() > 1 {
+        // Each RTT's many-flow points against its first.
+        for chunk in runs.chunks(args.flows.len()) {
+            let base = chunk[0].rates().0;
+            for r in &chunk[1..] {
+                outln!(
+                    "RTT {} ms: {} flows / {} (median data segs/s): {:.2}x",
+                    r.rtt_ms,
+                    r.flows,
+                    chunk[0].flows,
+                    r.rates().0 / base
+                )?;
+            }
+        }
+    } else if runs.len() > 1 {
         let medians = runs.iter().map(|r| r.rates().0);
         let hi = medians.clone().fold(f64::MIN, f64::max);
         let lo = medians.fold(f64::MAX, f64::min);

@@ -320,7 +320,7 @@ fn folder_of_scenarios_and_sweep() {
 
     std::fs::write(
         dir.join("sweep.toml"),
-        "scenario = \"a.toml\"\n[grid]\n\"flow.0.cc\" = [\"vegas\"]\n",
+        "scenario = \"a.toml\"\n[grid]\n\"flow.0.cc\" = [\"compound\"]\n",
     )
     .unwrap();
     let o = longhaul(&["sim", "run", "set"], tmp.path());
@@ -1232,6 +1232,64 @@ fn bench_shorter_than_a_round_trip_prints_its_wall_time() {
     let wall: f64 = cols[5].parse().unwrap();
     assert!(wall.is_finite() && wall >= 0.0, "{out}");
     assert!(!row.contains("NaN"), "{out}");
+}
+
+/// `--flows` runs the reference flow N times over the same path (or a dumbbell of
+/// N pairs): each point completes, and its row's figures agree with one another
+/// (events per segment is events over segments, every flow counted). Speed is for
+/// the bench to print, not for a test to judge.
+#[test]
+fn bench_with_many_flows_completes_with_consistent_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    for topology in [&[][..], &["--dumbbell"][..]] {
+        let mut args = vec![
+            "sim",
+            "bench",
+            "--flows",
+            "1,20",
+            "--rate",
+            "10Gbps",
+            "--cc",
+            "cubic",
+            "--rtt-ms",
+            "10",
+            "--duration-s",
+            "0.5",
+            "--repeat",
+            "1",
+        ];
+        args.extend_from_slice(topology);
+        let o = longhaul(&args, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .filter(|l| l.contains("(1 runs)"))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(rows.len(), 2, "{out}");
+        for (row, flows) in rows.iter().zip(["1", "20"]) {
+            // RTT, goodput, "Mb/s", segs, events, wall, segs/s, "M", events/s, "M",
+            // wall/sim-s, events/seg, flows, ...
+            assert_eq!(row[12], flows, "{out}");
+            let segs: f64 = row[3].parse().unwrap();
+            let events: f64 = row[4].parse().unwrap();
+            let per_seg: f64 = row[11].parse().unwrap();
+            assert!(segs > 0.0, "{out}");
+            assert!((events / segs - per_seg).abs() < 0.006, "{out}");
+        }
+        assert!(
+            out.contains("RTT 10 ms: 20 flows / 1 (median data segs/s): "),
+            "{out}"
+        );
+    }
+    // A control the simulator does not have is bad input.
+    let o = longhaul(
+        &["sim", "bench", "--flows", "2", "--cc", "compound"],
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("compound"), "{}", stderr(&o));
 }
 
 /// The bench runs each RTT `--repeat` times and reports the median with the range,

@@ -81,7 +81,7 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["flow[1].from", "router"],
         ),
         (
-            base() + "[[flow]]\nprotocol = \"tcp\"\ncc = \"vegas\"\n",
+            base() + "[[flow]]\nprotocol = \"tcp\"\ncc = \"compound\"\n",
             &["flow[1].cc", "newreno", "cubic", "bbr"],
         ),
         (

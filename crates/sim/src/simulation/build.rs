@@ -39,6 +39,7 @@ impl Simulation {
             .map(|n| NodeRt {
                 kind: n.kind,
                 endpoints: vec![],
+                by_port: vec![],
             })
             .collect();
         let links: Vec<Link> = topo
@@ -108,13 +109,13 @@ impl Simulation {
                         (node_addr(from), sp),
                         iss.wrapping_add(fi.wrapping_mul(104_729)),
                     );
-                    nodes[from].endpoints.push(Endpoint {
+                    nodes[from].add_endpoint(Endpoint {
                         protocol: 6,
                         port: sp,
                         flow: fi,
                         side: 0,
                     });
-                    nodes[to].endpoints.push(Endpoint {
+                    nodes[to].add_endpoint(Endpoint {
                         protocol: 6,
                         port: rp,
                         flow: fi,
@@ -143,7 +144,7 @@ impl Simulation {
                         seed ^ 0x5c7b,
                     );
                     for (node, port, side) in [(from, sp, 0), (to, rp, 1)] {
-                        nodes[node].endpoints.push(Endpoint {
+                        nodes[node].add_endpoint(Endpoint {
                             protocol: 132,
                             port,
                             flow: fi,
@@ -160,7 +161,7 @@ impl Simulation {
                     })));
                 }
                 FlowSpec::Udp(spec) => {
-                    nodes[to].endpoints.push(Endpoint {
+                    nodes[to].add_endpoint(Endpoint {
                         protocol: 17,
                         port: UDP_PORT + port_off,
                         flow: fi,
@@ -181,13 +182,13 @@ impl Simulation {
                     };
                     let sender = UdtConnection::new(mk(2 * fi + 1), Instant::ZERO);
                     let receiver = UdtConnection::new(mk(2 * fi + 2), Instant::ZERO);
-                    nodes[from].endpoints.push(Endpoint {
+                    nodes[from].add_endpoint(Endpoint {
                         protocol: 17,
                         port: sp,
                         flow: fi,
                         side: 0,
                     });
-                    nodes[to].endpoints.push(Endpoint {
+                    nodes[to].add_endpoint(Endpoint {
                         protocol: 17,
                         port: rp,
                         flow: fi,

@@ -71,13 +71,7 @@ impl Simulation {
         let port = hdr
             .get(ihl + 2..ihl + 4)
             .map(|b| u16::from_be_bytes([b[0], b[1]]));
-        let ep = port.and_then(|port| {
-            self.nodes[node]
-                .endpoints
-                .iter()
-                .find(|e| e.protocol == protocol && e.port == port)
-                .copied()
-        });
+        let ep = port.and_then(|port| self.nodes[node].endpoint(protocol, port));
         let Some(ep) = ep else {
             self.unroutable += 1;
             self.pool.free(pkt);

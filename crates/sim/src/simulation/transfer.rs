@@ -319,7 +319,7 @@ impl Simulation {
             }
             let port = CONTROL_PORT + t as u16;
             for (node, side) in [(spec.from, 0), (spec.to, 1)] {
-                self.nodes[node].endpoints.push(Endpoint {
+                self.nodes[node].add_endpoint(Endpoint {
                     protocol: 17,
                     port,
                     flow: CONTROL_FLAG | t as u32,

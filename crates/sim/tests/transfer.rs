@@ -115,7 +115,11 @@ files = {{ count = 30, size = "1kB" }}
 /// Socket buffers below the BDP: each channel is window-limited (a 1 MiB window
 /// over 100 ms is 84 Mb/s), so the total grows in proportion to the channel count
 /// until the 1 Gb/s bottleneck is full. Each channel carries 60 MB, so slow start
-/// weighs the same whatever the count.
+/// weighs the same whatever the count. HyStart is off: with 8 channels their
+/// slow-start bursts share the link, each one's ACK train outlasts half the RTT
+/// and Linux's HyStart ends slow start below the window limit (7.2x one channel
+/// instead of 8x), a known false positive of its ACK-train test that this test
+/// is not about.
 #[test]
 fn throughput_grows_linearly_with_channels_until_the_bottleneck_saturates() {
     let hosts = r#"
@@ -135,7 +139,7 @@ tcp_rmem_max = "2MiB"
             &format!(
                 r#"parallelism = {channels}
 files = {{ count = 1, size = "{}MB" }}
-tcp = {{ cc = "cubic" }}"#,
+tcp = {{ cc = "cubic", hystart = "off" }}"#,
                 60 * channels
             ),
             hosts,

@@ -77,7 +77,10 @@ pub(super) fn unmatched(scheme: &Scheme) -> Vec<&'static str> {
                  simulator sends segment by segment",
             ];
             if cc == "cubic" {
-                v.push("HyStart: Linux's CUBIC leaves slow start on delay increase; the simulator's CUBIC does not");
+                v.push(
+                    "HyStart: both run Linux's ACK-train and delay tests, but the simulator \
+                     adds no allowance for TSO or pacing delays to the ACK-train threshold",
+                );
             }
             v
         }

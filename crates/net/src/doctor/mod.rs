@@ -3,7 +3,7 @@
 //! value, what a path of the given rate × RTT needs, and the exact command that
 //! fixes it.
 //!
-//! What it checks ([`checks`]): socket buffer limits (`net.core.rmem_max`,
+//! What it checks (`checks.rs`): socket buffer limits (`net.core.rmem_max`,
 //! `wmem_max`) and TCP's autotuning limits (`tcp_rmem`, `tcp_wmem`) against the
 //! path's bandwidth-delay product; TCP's default and available congestion
 //! controls; `netdev_max_backlog` against the rate; the MTU of the route to the

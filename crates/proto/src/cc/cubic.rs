@@ -2,9 +2,12 @@
 //!
 //! Variable names follow the RFC: `w_max`, `k`, `t_epoch`, `cwnd_epoch`, `w_est`,
 //! `c`, `beta_cubic`, `alpha_cubic`. Windows are kept in segments as `f64` inside
-//! (the RFC's unit) and reported in bytes. Slow start is RFC 5681's; HyStart is not
-//! implemented.
+//! (the RFC's unit) and reported in bytes. The initial slow start runs a HyStart
+//! ([`HyStart`]): by default Linux's delay test, as Linux's CUBIC runs it, or
+//! HyStart++ (RFC 9406, which RFC 9438 §4.10 allows), or none; other slow starts
+//! are RFC 5681's.
 
+use super::hystart::{HyStart, HyStartMode, SlowStartStep};
 use super::{AckSample, CongestionControl};
 use crate::time::{Duration, Instant};
 
@@ -19,6 +22,8 @@ pub struct CubicConfig {
     pub fast_convergence: bool,
     /// The Reno-friendly region (§4.3).
     pub reno_friendly: bool,
+    /// The HyStart of the initial slow start, if any.
+    pub hystart: Option<HyStartMode>,
 }
 
 impl Default for CubicConfig {
@@ -30,6 +35,7 @@ impl Default for CubicConfig {
             beta_cubic: 0.7,
             fast_convergence: true,
             reno_friendly: true,
+            hystart: Some(HyStartMode::Linux),
         }
     }
 }
@@ -55,13 +61,17 @@ pub struct Cubic {
     w_est: f64,
     /// cwnd when ssthresh was last set (`cwnd_prior`).
     cwnd_prior: f64,
+    /// HyStart, while it governs the initial slow start.
+    hystart: Option<HyStart>,
 }
 
 impl Cubic {
     /// A controller with `cwnd = initial_window` bytes.
-    pub fn new(config: CubicConfig, smss: u64, initial_window: u64) -> Self {
+    pub fn new(config: CubicConfig, smss: u64, initial_window: u64, now: Instant) -> Self {
+        let hystart = config.hystart.map(|m| HyStart::new(m, now));
         let smss = smss as f64;
         Cubic {
+            hystart,
             config,
             smss,
             cwnd: initial_window as f64 / smss,
@@ -105,6 +115,7 @@ impl Cubic {
         //# ssthresh = cwnd * beta_cubic  (cwnd-based form; FlightSize is allowed too)
         self.ssthresh = (self.cwnd * self.config.beta_cubic).max(2.0);
         self.t_epoch = None;
+        self.hystart = None;
     }
 }
 
@@ -112,7 +123,17 @@ impl CongestionControl for Cubic {
     fn on_ack(&mut self, now: Instant, ack: &AckSample) {
         let acked = ack.bytes_acked as f64 / self.smss;
         if self.cwnd < self.ssthresh {
-            self.cwnd += acked.min(1.0);
+            let cwnd_bytes = self.window();
+            match self.hystart.as_mut() {
+                Some(h) => match h.on_ack(now, ack, self.smss as u64, cwnd_bytes) {
+                    SlowStartStep::Grow(bytes) => self.cwnd += bytes as f64 / self.smss,
+                    SlowStartStep::Avoid => {
+                        self.ssthresh = self.cwnd;
+                        self.hystart = None;
+                    }
+                },
+                None => self.cwnd += acked.min(1.0),
+            }
             return;
         }
         let t_epoch = *self.t_epoch.get_or_insert_with(|| {
@@ -122,6 +143,10 @@ impl CongestionControl for Cubic {
             self.k = if self.w_max > self.cwnd {
                 ((self.w_max - self.cwnd) / self.config.c).cbrt()
             } else {
+                // No reduction to grow back from (slow start left without a loss,
+                // by HyStart++): the curve starts here, convex (Linux's
+                // `bic_origin_point = cwnd`, K = 0).
+                self.w_max = self.cwnd;
                 0.0
             };
             self.w_est = self.cwnd;
@@ -206,7 +231,7 @@ mod tests {
     #[test]
     fn window_follows_the_cubic_function_after_a_loss() {
         let rtt = Duration::from_millis(100);
-        let mut c = Cubic::new(CubicConfig::default(), SMSS, 1000 * SMSS);
+        let mut c = Cubic::new(CubicConfig::default(), SMSS, 1000 * SMSS, Instant::ZERO);
         c.on_loss(Instant::ZERO, 1000 * SMSS);
         assert_eq!(c.window() / SMSS, 700);
         let mut now = Instant::ZERO;
@@ -241,7 +266,7 @@ mod tests {
 
     #[test]
     fn fast_convergence_lowers_w_max() {
-        let mut c = Cubic::new(CubicConfig::default(), SMSS, 100 * SMSS);
+        let mut c = Cubic::new(CubicConfig::default(), SMSS, 100 * SMSS, Instant::ZERO);
         c.on_loss(Instant::ZERO, 0); // w_max = 100, cwnd = 70
         c.on_loss(Instant::ZERO, 0); // 70 < 100: w_max = 70 * 1.7 / 2
         assert!((c.epoch().1 - 59.5).abs() < 1e-9);
@@ -250,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_repeated_timeout_holds_ssthresh_and_w_max() {
-        let mut c = Cubic::new(CubicConfig::default(), SMSS, 100 * SMSS);
+        let mut c = Cubic::new(CubicConfig::default(), SMSS, 100 * SMSS, Instant::ZERO);
         c.on_timeout(Instant::ZERO, 0); // w_max = 100, ssthresh = 70, cwnd = 1
         c.on_timeout_in_episode(Instant::ZERO, 0);
         assert_eq!((c.window(), c.ssthresh() / SMSS), (SMSS, 70));

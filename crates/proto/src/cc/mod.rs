@@ -31,6 +31,7 @@ mod delivery_rate;
 mod fast;
 mod highspeed;
 mod htcp;
+mod hystart;
 mod illinois;
 mod minmax;
 mod new_reno;
@@ -51,6 +52,7 @@ pub use delivery_rate::{RateSample, RateSampler, SendState};
 pub use fast::{Fast, FastConfig};
 pub use highspeed::{HighSpeed, HighSpeedResponse};
 pub use htcp::Htcp;
+pub use hystart::{HyStart, HyStartMode, SlowStartStep};
 pub use illinois::Illinois;
 pub use minmax::WindowedMax;
 pub use new_reno::{Avoidance, NewReno, NewRenoConfig, SlowStart};
@@ -219,7 +221,7 @@ impl AnyController {
             CcAlgorithm::NewReno(c) => {
                 AnyController::NewReno(NewReno::new(c, smss, initial_window))
             }
-            CcAlgorithm::Cubic(c) => AnyController::Cubic(Cubic::new(c, smss, initial_window)),
+            CcAlgorithm::Cubic(c) => AnyController::Cubic(Cubic::new(c, smss, initial_window, now)),
             CcAlgorithm::Bbr(c) => {
                 AnyController::Bbr(Box::new(Bbr::new(c, smss, initial_window, now)))
             }

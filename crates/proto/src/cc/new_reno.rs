@@ -1,8 +1,10 @@
 //! NewReno congestion control (RFC 5681 §3.1, RFC 6582), counting bytes.
 //!
 //! The engine does loss recovery (RFC 6675 with SACK, RFC 6582 without); this file
-//! only moves `cwnd` and `ssthresh`.
+//! only moves `cwnd` and `ssthresh`. The initial slow start may run a HyStart
+//! (HyStart++ of RFC 9406, or Linux's; off by default for NewReno).
 
+use super::hystart::{HyStart, HyStartMode, SlowStartStep};
 use super::{AckSample, CongestionControl};
 
 use crate::time::Instant;
@@ -38,6 +40,8 @@ pub struct NewRenoConfig {
     pub avoidance: Avoidance,
     /// Slow-start increase rule.
     pub slow_start: SlowStart,
+    /// The HyStart of the initial slow start, if any (with its own increase rule).
+    pub hystart: Option<HyStartMode>,
 }
 
 /// RFC 5681 slow start and congestion avoidance.
@@ -50,6 +54,8 @@ pub struct NewReno {
     /// Byte counting: bytes acknowledged since `cwnd` last grew. Per ACK: the
     /// fractional remainder of `SMSS*SMSS/cwnd`, scaled by cwnd.
     bytes_acked: u64,
+    /// HyStart, while it governs the initial slow start.
+    hystart: Option<HyStart>,
 }
 
 impl NewReno {
@@ -64,6 +70,7 @@ impl NewReno {
             cwnd: initial_window,
             ssthresh: u64::MAX,
             bytes_acked: 0,
+            hystart: config.hystart.map(|m| HyStart::new(m, Instant::ZERO)),
         }
     }
 
@@ -71,12 +78,21 @@ impl NewReno {
         //# ssthresh = max (FlightSize / 2, 2*SMSS)            (4)
         self.ssthresh = (in_flight / 2).max(2 * self.smss);
         self.bytes_acked = 0;
+        self.hystart = None;
     }
 }
 
 impl CongestionControl for NewReno {
-    fn on_ack(&mut self, _now: Instant, ack: &AckSample) {
-        if self.cwnd < self.ssthresh {
+    fn on_ack(&mut self, now: Instant, ack: &AckSample) {
+        if let (true, Some(h)) = (self.cwnd < self.ssthresh, self.hystart.as_mut()) {
+            match h.on_ack(now, ack, self.smss, self.cwnd) {
+                SlowStartStep::Grow(bytes) => self.cwnd += bytes,
+                SlowStartStep::Avoid => {
+                    self.ssthresh = self.cwnd;
+                    self.hystart = None;
+                }
+            }
+        } else if self.cwnd < self.ssthresh {
             //# During slow start, a TCP increments cwnd by at most SMSS bytes for
             //# each ACK received that cumulatively acknowledges new data.
             //# cwnd += min (N, SMSS)                      (2)

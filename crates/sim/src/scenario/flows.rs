@@ -6,7 +6,7 @@ use crate::app::{Arrivals, Files, SctpFlowSpec, TcpFlowSpec, UdpFlowSpec, UdtFlo
 use crate::topology::{NodeKind, Topology};
 use longhaul_model::units::{parse_rate, parse_size};
 use longhaul_proto::cc::{ArUdtConfig, BbrConfig, SpwScope, UdtConfig as UdtCcConfig, UdtProfile};
-use longhaul_proto::cc::{Avoidance, CcAlgorithm};
+use longhaul_proto::cc::{Avoidance, CcAlgorithm, HyStartMode};
 use longhaul_proto::rtt::RtoConfig;
 use longhaul_proto::sctp::SctpConfig;
 use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
@@ -79,6 +79,29 @@ impl Loader<'_> {
                     return Err(self.err(
                         format!("{key}.avoidance"),
                         "applies to cc = \"newreno\" only",
+                    ))
+                }
+            }
+        }
+        if let Some(h) = &t.hystart {
+            let mode = match h.as_str() {
+                "linux" => Some(HyStartMode::Linux),
+                "rfc9406" => Some(HyStartMode::Rfc9406),
+                "off" => None,
+                other => {
+                    return Err(self.err(
+                        format!("{key}.hystart"),
+                        format!("unknown `{other}`: use \"linux\" (Linux CUBIC's delay test), \"rfc9406\" (HyStart++) or \"off\""),
+                    ))
+                }
+            };
+            match &mut c.cc {
+                CcAlgorithm::NewReno(cfg) => cfg.hystart = mode,
+                CcAlgorithm::Cubic(cfg) => cfg.hystart = mode,
+                _ => {
+                    return Err(self.err(
+                        format!("{key}.hystart"),
+                        "applies to cc = \"cubic\" (\"linux\" by default) and \"newreno\" (\"off\" by default) only",
                     ))
                 }
             }

@@ -414,6 +414,7 @@ pub(super) struct TcpFlowFile {
     pub(super) profile: Option<String>,
     pub(super) cc: Option<String>,
     pub(super) avoidance: Option<String>,
+    pub(super) hystart: Option<String>,
     pub(super) bbr: Option<BbrFile>,
     pub(super) mss: Option<u16>,
     pub(super) sack: Option<bool>,

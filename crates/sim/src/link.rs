@@ -38,7 +38,7 @@ use crate::diffserv::sched::{Admit, ClassConfig, LlqConfig, Scheduler};
 use crate::packet::PacketId;
 use crate::ring::Ring;
 use longhaul_model::loss::{LossModel, LossProcess};
-use longhaul_model::red::{Red, RedParams};
+use longhaul_model::red::{af_drop_precedence, Red, RedParams};
 
 pub use longhaul_model::QueueLimit;
 
@@ -176,6 +176,9 @@ pub struct LinkStats {
     pub drops_policed: u64,
     /// Packets RED dropped early at the egress.
     pub drops_red: u64,
+    /// Packets of AF drop precedence 1, 2 and 3 (AFx1, AFx2, AFx3; RFC 2597)
+    /// dropped at the egress, early by RED or by a full class queue.
+    pub drops_af: [u64; 3],
     /// Sum over accepted packets of the time spent waiting before transmission, ns.
     /// By Little's law, divided by the run time it is the mean number waiting.
     pub wait_ns: u128,
@@ -462,10 +465,12 @@ impl Link {
             }
             Admit::Full => {
                 self.stats.drops_queue += 1;
+                self.count_af_drop(dscp);
                 return Scheduled::Overflow;
             }
             Admit::Early => {
                 self.stats.drops_red += 1;
+                self.count_af_drop(dscp);
                 return Scheduled::Early;
             }
             Admit::Queued => {}
@@ -480,6 +485,13 @@ impl Link {
         match self.start_next(now) {
             Some((arrival, done)) => Scheduled::Started { arrival, done },
             None => unreachable!("a packet was just queued"),
+        }
+    }
+
+    /// Counts an egress drop of a packet of DSCP `dscp` by its AF drop precedence.
+    fn count_af_drop(&mut self, dscp: u8) {
+        if let Some(p) = af_drop_precedence(dscp) {
+            self.stats.drops_af[usize::from(p) - 1] += 1;
         }
     }
 

@@ -119,6 +119,10 @@ pub struct LinkSummary {
     /// Packets RED dropped early at the egress (left out of summary.json when 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub drops_red: u64,
+    /// Packets of AF drop precedence 1, 2, 3 (AFx1, AFx2, AFx3) dropped at the
+    /// egress, by RED or a full class queue (left out of summary.json when none).
+    #[serde(default, skip_serializing_if = "all_zero")]
+    pub drops_af: [u64; 3],
     /// Time-average number of packets waiting (not yet being sent), by Little's law.
     pub mean_queue_waiting_pkts: f64,
     /// Largest queue seen, packets.
@@ -353,4 +357,8 @@ pub struct RunResult {
 /// Whether a counter is zero (serde leaves such counters out).
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+fn all_zero(n: &[u64; 3]) -> bool {
+    n.iter().all(|&x| x == 0)
 }

@@ -54,6 +54,7 @@ impl Simulation {
                 drops_loss: l.stats.drops_loss,
                 drops_policed: l.stats.drops_policed,
                 drops_red: l.stats.drops_red,
+                drops_af: l.stats.drops_af,
                 mean_queue_waiting_pkts: l.stats.wait_ns as f64
                     / self.cfg.duration.as_nanos() as f64,
                 max_queue_pkts: l.stats.max_queue_pkts,

@@ -78,24 +78,28 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         eprintln!("warning: {w}");
     }
     outln!(
-        "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12}",
+        "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12} {:>22}",
         "channels",
         "Gb/s",
         "wall s",
         "CPU s",
         "CPU s per Gb",
-        "retransmits"
+        "retransmits",
+        "syscalls/pkt snd, rcv"
     )?;
     for &c in &a.channels {
         let r = loopback(usize::from(c), a.megabytes * 1_000_000, cfg, a.encrypt)?;
+        let (snd, rcv) = r.syscalls_per_packet();
         outln!(
-            "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12}",
+            "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12} {:>14.2}, {:>5.2}",
             c,
             r.gbps(),
             r.seconds,
             r.cpu_seconds,
             r.cpu_per_gbit(),
-            r.packets.1
+            r.packets.1,
+            snd,
+            rcv
         )?;
     }
     Ok(())

@@ -8,7 +8,7 @@ use std::time::Duration;
 use longhaul_proto::udt::UdtConnConfig;
 
 use crate::clock::Clock;
-use crate::udt::{NetError, UdtListener, UdtSocket};
+use crate::udt::{IoCounters, NetError, UdtListener, UdtSocket};
 
 /// What one loopback run measured.
 #[derive(Debug, Clone)]
@@ -23,6 +23,9 @@ pub struct LoopbackReport {
     pub cpu_seconds: f64,
     /// Data packets sent and retransmitted, over all channels.
     pub packets: (u64, u64),
+    /// The senders' and the receivers' system calls and datagrams, summed over
+    /// the channels.
+    pub io: [IoCounters; 2],
 }
 
 impl LoopbackReport {
@@ -35,6 +38,25 @@ impl LoopbackReport {
         let gbit = self.bytes.iter().sum::<u64>() as f64 * 8.0 / 1e9;
         self.cpu_seconds / gbit.max(1e-9)
     }
+    /// System calls per data datagram at the senders (over those sent) and at the
+    /// receivers (over those received).
+    pub fn syscalls_per_packet(&self) -> (f64, f64) {
+        let [s, r] = self.io;
+        (
+            s.syscalls() as f64 / s.datagrams_sent.max(1) as f64,
+            r.syscalls() as f64 / r.datagrams_received.max(1) as f64,
+        )
+    }
+}
+
+/// Adds `b`'s counts to `a`.
+fn add(a: &mut IoCounters, b: IoCounters) {
+    a.sends += b.sends;
+    a.datagrams_sent += b.datagrams_sent;
+    a.recvs += b.recvs;
+    a.datagrams_received += b.datagrams_received;
+    a.polls += b.polls;
+    a.yields += b.yields;
 }
 
 /// User and system CPU time of this process so far, from /proc (Linux), s.
@@ -78,47 +100,58 @@ pub fn loopback(
             ..cfg
         };
         let protect = protection(c, Dir::ToSender);
-        servers.push(thread::spawn(move || -> Result<u64, NetError> {
-            let mut s = listener.accept_protected(server_cfg, LIMIT, protect)?;
-            let mut buf = vec![0u8; 1 << 20];
-            let mut got = 0u64;
-            loop {
-                let n = s.read(&mut buf)?;
-                if n == 0 {
-                    return Ok(got);
+        servers.push(thread::spawn(
+            move || -> Result<(u64, IoCounters), NetError> {
+                let mut s = listener.accept_protected(server_cfg, LIMIT, protect)?;
+                let mut buf = vec![0u8; 1 << 20];
+                let mut got = 0u64;
+                loop {
+                    let n = s.read(&mut buf)?;
+                    if n == 0 {
+                        return Ok((got, s.io_counters()));
+                    }
+                    got += n as u64;
                 }
-                got += n as u64;
-            }
-        }));
+            },
+        ));
         let client_cfg = UdtConnConfig {
             socket_id: id,
             isn: (id * 7919) & 0x3fff_ffff,
             ..cfg
         };
         let protect = protection(c, Dir::ToReceiver);
-        clients.push(thread::spawn(move || -> Result<(u64, u64), NetError> {
-            let mut s = UdtSocket::connect_protected(addr, client_cfg, LIMIT, protect)?;
-            let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
-            let mut left = bytes_per_channel;
-            while left > 0 {
-                let n = left.min(block.len() as u64) as usize;
-                s.write_all(&block[..n])?;
-                left -= n as u64;
-            }
-            let st = *s.connection().stats();
-            s.close(LIMIT)?;
-            Ok((st.data_sent, st.retransmitted))
-        }));
+        clients.push(thread::spawn(
+            move || -> Result<(u64, u64, IoCounters), NetError> {
+                let mut s = UdtSocket::connect_protected(addr, client_cfg, LIMIT, protect)?;
+                let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
+                let mut left = bytes_per_channel;
+                while left > 0 {
+                    let n = left.min(block.len() as u64) as usize;
+                    s.write_all(&block[..n])?;
+                    left -= n as u64;
+                }
+                let st = *s.connection().stats();
+                // Before the close, which consumes the socket (its few control
+                // packets do not count).
+                let io = s.io_counters();
+                s.close(LIMIT)?;
+                Ok((st.data_sent, st.retransmitted, io))
+            },
+        ));
     }
     let mut packets = (0, 0);
+    let mut io = [IoCounters::default(); 2];
     for c in clients {
-        let (sent, rexmit) = c.join().expect("client thread")?;
+        let (sent, rexmit, counters) = c.join().expect("client thread")?;
         packets.0 += sent;
         packets.1 += rexmit;
+        add(&mut io[0], counters);
     }
     let mut bytes = vec![];
     for s in servers {
-        bytes.push(s.join().expect("server thread")?);
+        let (got, counters) = s.join().expect("server thread")?;
+        bytes.push(got);
+        add(&mut io[1], counters);
     }
     let seconds = clock.now().saturating_duration_since(start).as_secs_f64();
     Ok(LoopbackReport {
@@ -127,5 +160,6 @@ pub fn loopback(
         seconds,
         cpu_seconds: cpu_seconds() - cpu0,
         packets,
+        io,
     })
 }

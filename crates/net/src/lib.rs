@@ -30,4 +30,6 @@ pub mod secure;
 pub mod transfer;
 mod udt;
 
-pub use udt::{socket_buffer_warning, Impairment, NetError, UdtListener, UdtSocket, SPIN};
+pub use udt::{
+    socket_buffer_warning, Impairment, IoCounters, NetError, UdtListener, UdtSocket, SPIN,
+};

@@ -138,9 +138,34 @@ pub struct UdtSocket {
     /// (0: none yet). Full data datagrams that are due together leave in one send.
     gso_ok: bool,
     gso_seg: usize,
-    /// Send system calls made, and datagrams they carried.
-    send_calls: u64,
-    datagrams_sent: u64,
+    /// The system calls this driver made, and the datagrams they moved.
+    io: IoCounters,
+}
+
+/// A driver's system calls, by kind, and the datagrams they moved: the cost of a
+/// packet in kernel crossings, which `bench loopback` reports and a test bounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoCounters {
+    /// `send` calls (a GSO run is one; a call the kernel turned away as full and
+    /// that was made again counts again).
+    pub sends: u64,
+    /// Datagrams those calls carried.
+    pub datagrams_sent: u64,
+    /// `recv` calls, including the last of each drain, which finds nothing.
+    pub recvs: u64,
+    /// Datagrams they returned.
+    pub datagrams_received: u64,
+    /// `ppoll` sleeps.
+    pub polls: u64,
+    /// `sched_yield` calls (spinning toward a deadline, or waiting for room).
+    pub yields: u64,
+}
+
+impl IoCounters {
+    /// All system calls counted.
+    pub fn syscalls(&self) -> u64 {
+        self.sends + self.recvs + self.polls + self.yields
+    }
 }
 
 /// A bound UDP port that accepts one UDT connection.
@@ -338,8 +363,7 @@ impl UdtSocket {
             last_rx: Instant::ZERO,
             gso_ok: true,
             gso_seg: 0,
-            send_calls: 0,
-            datagrams_sent: 0,
+            io: IoCounters::default(),
         }
     }
 
@@ -558,10 +582,9 @@ impl UdtSocket {
                 None => t.written,
                 Some(p) => p.seal(&mut self.tx, t.written),
             };
-            self.send_calls += 1;
-            self.datagrams_sent += 1;
+            self.io.datagrams_sent += 1;
             match &mut self.faults {
-                None => send_one(&self.sock, &self.tx[..n])?,
+                None => send_one(&self.sock, &self.tx[..n], &mut self.io)?,
                 Some(f) => {
                     if f.uniform() < f.cfg.loss {
                         continue;
@@ -576,12 +599,12 @@ impl UdtSocket {
                         f.held = Some(self.tx[..n].to_vec());
                         continue;
                     }
-                    send_one(&self.sock, &self.tx[..n])?;
+                    send_one(&self.sock, &self.tx[..n], &mut self.io)?;
                     if f.uniform() < f.cfg.duplicate {
-                        send_one(&self.sock, &self.tx[..n])?;
+                        send_one(&self.sock, &self.tx[..n], &mut self.io)?;
                     }
                     if let Some(h) = f.held.take() {
-                        send_one(&self.sock, &h)?;
+                        send_one(&self.sock, &h, &mut self.io)?;
                     }
                 }
             }
@@ -620,6 +643,7 @@ impl UdtSocket {
                         .as_nanos() as u64,
                 );
                 let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
+                self.io.polls += 1;
                 match ppoll(&mut fds, Some(TimeSpec::from(left)), None) {
                     Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => return Err(io::Error::from(e).into()),
@@ -627,6 +651,7 @@ impl UdtSocket {
                 self.drain()?;
             }
         } else {
+            self.io.yields += 1;
             std::thread::yield_now();
         }
         self.conn.handle_timeout(self.clock.now());
@@ -674,24 +699,23 @@ impl UdtSocket {
         }
     }
 
-    /// Send system calls so far, and the datagrams they carried: with UDP GSO, the
-    /// second is several times the first on a busy path.
-    pub fn send_calls(&self) -> (u64, u64) {
-        (self.send_calls, self.datagrams_sent)
+    /// The system calls so far, and the datagrams they moved: with UDP GSO, a
+    /// busy sender's datagrams are several times its sends.
+    pub fn io_counters(&self) -> IoCounters {
+        self.io
     }
 
     /// Sends `tx[..len]`, a run of `seg`-byte datagrams (the last may be shorter).
     fn send_run(&mut self, len: usize, seg: usize) -> Result<(), NetError> {
-        self.send_calls += 1;
-        self.datagrams_sent += len.div_ceil(seg) as u64;
-        match send_one(&self.sock, &self.tx[..len]) {
+        self.io.datagrams_sent += len.div_ceil(seg) as u64;
+        match send_one(&self.sock, &self.tx[..len], &mut self.io) {
             Err(NetError::Io(e)) if len > seg && matches!(e.raw_os_error(), Some(5 | 22)) => {
                 // EIO or EINVAL: this path cannot segment (quinn-udp meets the same
                 // on some NICs). Send this run one datagram at a time, and no more
                 // runs.
                 self.gso_ok = false;
                 for d in self.tx[..len].chunks(seg) {
-                    send_one(&self.sock, d)?;
+                    send_one(&self.sock, d, &mut self.io)?;
                 }
                 Ok(())
             }
@@ -712,8 +736,10 @@ impl UdtSocket {
             // (SO_TIMESTAMPNS) do not help, since the datagrams of one GSO send are
             // stamped together (measured: 6.0 to 1.7 Gb/s, with or without stamps).
             // One read per datagram paces the estimates by what this host can take.
+            self.io.recvs += 1;
             match self.sock.recv(&mut self.rx) {
                 Ok(n) => {
+                    self.io.datagrams_received += 1;
                     let plain = match &mut self.protect {
                         None => 0..n,
                         // Forged, damaged or replayed: as if it never came.
@@ -770,14 +796,18 @@ fn give_up_at(now: Instant, until: StdDuration) -> Instant {
     now + to_proto(until - SPIN / 2)
 }
 
-/// Sends one datagram on the connected socket.
-fn send_one(sock: &UdpSocket, datagram: &[u8]) -> Result<(), NetError> {
+/// Sends one datagram (or a GSO run) on the connected socket, counting the calls.
+fn send_one(sock: &UdpSocket, datagram: &[u8], io: &mut IoCounters) -> Result<(), NetError> {
     loop {
+        io.sends += 1;
         match sock.send(datagram) {
             Ok(_) => return Ok(()),
             // The kernel's buffer is full: wait for it rather than lose the packet
             // the engine already counts as sent.
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::yield_now(),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                io.yields += 1;
+                std::thread::yield_now();
+            }
             // The peer's port is closed (ICMP): UDT's timers decide.
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Ok(()),
             Err(e) => return Err(e.into()),

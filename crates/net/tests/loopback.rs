@@ -38,7 +38,7 @@ fn a_stream_arrives_byte_exact_over_loopback() {
             }
             got.extend_from_slice(&buf[..n]);
         }
-        got
+        (got, s.io_counters())
     });
     let data: Vec<u8> = (0..BYTES).map(pattern).collect();
     let mut c = UdtSocket::connect(addr, cfg(1), LIMIT).expect("connect");
@@ -46,9 +46,10 @@ fn a_stream_arrives_byte_exact_over_loopback() {
     for chunk in data.chunks(1 << 20) {
         c.write_all(chunk).expect("write");
     }
-    let (calls, datagrams) = c.send_calls();
+    let sent = c.io_counters();
+    let (calls, datagrams) = (sent.sends, sent.datagrams_sent);
     c.close(LIMIT).expect("close");
-    let got = server.join().unwrap();
+    let (got, received) = server.join().unwrap();
     assert_eq!(got.len(), BYTES);
     assert!(got == data, "the stream differs");
     // UDP GSO (Linux 4.18 and later, loopback included): data datagrams that are due
@@ -58,6 +59,29 @@ fn a_stream_arrives_byte_exact_over_loopback() {
     assert!(
         datagrams > 12_000 && calls * 2 < datagrams,
         "{calls} send calls carried {datagrams} datagrams"
+    );
+    // System calls per data packet, by the drivers' own counters: every send,
+    // recv (the empty one ending each drain included), ppoll and sched_yield over
+    // the datagrams this end sent (sender) or received (receiver). Measured on the
+    // 2-core development machine (2026-11-26, 8 runs, alone and beside the rest
+    // of the suite): sender 0.09-0.56 (a GSO send
+    // carries about 35 datagrams; the rest is reading ACKs, more when it spins
+    // waiting for them), receiver 1.14-1.38 (a recv per datagram, by design: see
+    // `drain`, the empty recv ending each drain, an ACK send per 10 ms). The bounds,
+    // about 2.5x and 2x the worst run, leave room for a busier machine (spinning
+    // adds empty recvs) and fail a driver that adds a system call per packet (a
+    // poll or a yield per datagram); the sends-per-datagram check above fails one
+    // that stops batching.
+    let per_sent = sent.syscalls() as f64 / sent.datagrams_sent as f64;
+    let per_received = received.syscalls() as f64 / received.datagrams_received as f64;
+    eprintln!("syscalls per packet: sender {per_sent:.2} ({sent:?}), receiver {per_received:.2} ({received:?})");
+    assert!(
+        per_sent < 1.5,
+        "sender: {per_sent:.2} syscalls per datagram, {sent:?}"
+    );
+    assert!(
+        per_received < 2.8,
+        "receiver: {per_received:.2} syscalls per datagram, {received:?}"
     );
 }
 

@@ -116,6 +116,15 @@ impl Server {
     /// `opts.dir` (`opts.listen` and `opts.token` are the server's own).
     pub fn serve_one(&self, opts: &RecvOptions) -> Result<RecvSummary, TransferError> {
         let dir_lock = lock_dir(opts)?;
+        self.serve_one_holding(opts, dir_lock)
+    }
+
+    /// [`serve_one`](Self::serve_one) with the directory already held.
+    pub(super) fn serve_one_holding(
+        &self,
+        opts: &RecvOptions,
+        dir_lock: Option<std::sync::Arc<nix::fcntl::Flock<std::fs::File>>>,
+    ) -> Result<RecvSummary, TransferError> {
         let auth = self
             .sessions
             .lock()

@@ -206,11 +206,13 @@ pub fn receive(
     listening: impl FnOnce(SocketAddr),
 ) -> Result<RecvSummary, TransferError> {
     // A directory in use is said before anything listens (and a weak token, by
-    // `Server::bind`).
-    drop(lock_dir(opts)?);
+    // `Server::bind`), and the directory stays held from here: a second receiver
+    // started once this one listens is refused (taking the lock only when the
+    // wait for a sender began left a moment in which it was not).
+    let dir_lock = lock_dir(opts)?;
     let server = Server::bind(opts)?;
     listening(server.local_addr());
-    server.serve_one(opts)
+    server.serve_one_holding(opts, dir_lock)
 }
 
 /// The session of the authenticated sender `auth`, holding the directory with

@@ -49,16 +49,6 @@ impl LoopbackReport {
     }
 }
 
-/// Adds `b`'s counts to `a`.
-fn add(a: &mut IoCounters, b: IoCounters) {
-    a.sends += b.sends;
-    a.datagrams_sent += b.datagrams_sent;
-    a.recvs += b.recvs;
-    a.datagrams_received += b.datagrams_received;
-    a.polls += b.polls;
-    a.yields += b.yields;
-}
-
 /// User and system CPU time of this process so far, from /proc (Linux), s.
 fn cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
@@ -145,13 +135,13 @@ pub fn loopback(
         let (sent, rexmit, counters) = c.join().expect("client thread")?;
         packets.0 += sent;
         packets.1 += rexmit;
-        add(&mut io[0], counters);
+        io[0] += counters;
     }
     let mut bytes = vec![];
     for s in servers {
         let (got, counters) = s.join().expect("server thread")?;
         bytes.push(got);
-        add(&mut io[1], counters);
+        io[1] += counters;
     }
     let seconds = clock.now().saturating_duration_since(start).as_secs_f64();
     Ok(LoopbackReport {

@@ -168,6 +168,18 @@ impl IoCounters {
     }
 }
 
+impl core::ops::AddAssign for IoCounters {
+    /// Sums two drivers' counts (a bench's channels).
+    fn add_assign(&mut self, b: IoCounters) {
+        self.sends += b.sends;
+        self.datagrams_sent += b.datagrams_sent;
+        self.recvs += b.recvs;
+        self.datagrams_received += b.datagrams_received;
+        self.polls += b.polls;
+        self.yields += b.yields;
+    }
+}
+
 /// A bound UDP port that accepts one UDT connection.
 #[derive(Debug)]
 pub struct UdtListener {

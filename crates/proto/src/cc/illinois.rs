@@ -192,8 +192,8 @@ impl CongestionControl for Illinois {
     }
 
     fn on_timeout(&mut self, now: Instant, _in_flight: u64) {
-        let ssthresh = self.recalc_ssthresh();
-        self.win.enter_loss(ssthresh);
+        // ssthresh from the β in force, then as any timeout.
+        self.win.ssthresh = self.recalc_ssthresh();
         self.on_timeout_in_episode(now, 0);
     }
 

@@ -117,13 +117,7 @@ fn run_cmd(
         }
     };
     if let Some(seed) = seed {
-        match &mut job {
-            Job::Scenarios(list) => list.iter_mut().for_each(|s| s.run.seed = seed),
-            Job::Sweeps(sweeps) => sweeps
-                .iter_mut()
-                .flat_map(|sw| sw.points.iter_mut())
-                .for_each(|p| p.scenario.run.seed = seed),
-        }
+        job.set_seed(seed);
     }
     warn_long_runs(&job);
     let out = out.unwrap_or(default_out);

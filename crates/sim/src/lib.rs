@@ -312,6 +312,17 @@ impl Job {
         }
     }
 
+    /// Gives every run `seed` (`longhaul sim run --seed`), in place of its own.
+    pub fn set_seed(&mut self, seed: u64) {
+        match self {
+            Job::Scenarios(list) => list.iter_mut().for_each(|s| s.run.seed = seed),
+            Job::Sweeps(sweeps) => sweeps
+                .iter_mut()
+                .flat_map(|sw| sw.points.iter_mut())
+                .for_each(|p| p.scenario.run.seed = seed),
+        }
+    }
+
     /// Number of runs.
     pub fn len(&self) -> usize {
         match self {

@@ -196,41 +196,54 @@ fn write_csv(out: &Path, sw: &Sweep, results: &[PointResult]) -> io::Result<()> 
     let keys: Vec<&str> = sw.points.first().map_or(vec![], |p| {
         p.params.iter().map(|(k, _)| k.as_str()).collect()
     });
+    let mut csv = csv_header(&keys);
+    for (i, (p, r)) in sw.points.iter().zip(results).enumerate() {
+        csv += &csv_rows(i, &p.params, r);
+    }
+    std::fs::write(out.join("sweep.csv"), csv)
+}
+
+/// The first line of `sweep.csv`, for a sweep whose points have these grid keys.
+pub fn csv_header(keys: &[&str]) -> String {
     let mut csv = String::from("point,");
-    for k in &keys {
+    for k in keys {
         let _ = write!(csv, "{k},");
     }
     csv.push_str(
         "flow,protocol,goodput_mbps,delivered_bytes,completion_time_s,retransmits,timeouts,goodput_cv,transfer_time_s,first_round_bytes\n",
     );
-    for (i, (p, r)) in sw.points.iter().zip(results).enumerate() {
-        for (f, cv) in r.summary.flows.iter().zip(&r.flow_cv) {
-            let _ = write!(csv, "{i},");
-            for (_, v) in &p.params {
-                let _ = write!(csv, "{},", sweep::value_str(v));
-            }
-            let _ = writeln!(
-                csv,
-                "{},{},{:.6},{},{},{},{},{},{},{}",
-                f.id,
-                f.protocol,
-                f.goodput_mbps,
-                f.delivered_bytes,
-                f.completion_time_s
-                    .map_or(String::new(), |c| format!("{c:.6}")),
-                f.retransmits.map_or(String::new(), |c| c.to_string()),
-                f.timeouts.map_or(String::new(), |c| c.to_string()),
-                cv.map_or(String::new(), |c| format!("{c:.6}")),
-                f.transfer_time_s
-                    .map_or(String::new(), |c| format!("{c:.6}")),
-                f.round_bytes
-                    .as_ref()
-                    .and_then(|r| r.first())
-                    .map_or(String::new(), |b| b.to_string()),
-            );
+    csv
+}
+
+/// The lines of `sweep.csv` for point `n` (one per flow), which ran with `params`.
+pub fn csv_rows(n: usize, params: &[(String, toml::Value)], r: &PointResult) -> String {
+    let mut csv = String::new();
+    for (f, cv) in r.summary.flows.iter().zip(&r.flow_cv) {
+        let _ = write!(csv, "{n},");
+        for (_, v) in params {
+            let _ = write!(csv, "{},", sweep::value_str(v));
         }
+        let _ = writeln!(
+            csv,
+            "{},{},{:.6},{},{},{},{},{},{},{}",
+            f.id,
+            f.protocol,
+            f.goodput_mbps,
+            f.delivered_bytes,
+            f.completion_time_s
+                .map_or(String::new(), |c| format!("{c:.6}")),
+            f.retransmits.map_or(String::new(), |c| c.to_string()),
+            f.timeouts.map_or(String::new(), |c| c.to_string()),
+            cv.map_or(String::new(), |c| format!("{c:.6}")),
+            f.transfer_time_s
+                .map_or(String::new(), |c| format!("{c:.6}")),
+            f.round_bytes
+                .as_ref()
+                .and_then(|r| r.first())
+                .map_or(String::new(), |b| b.to_string()),
+        );
     }
-    std::fs::write(out.join("sweep.csv"), csv)
+    csv
 }
 
 /// A sweep with variants as a table: one row per grid point, one column per variant,

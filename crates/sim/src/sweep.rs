@@ -298,6 +298,63 @@ pub struct Sweep {
     pub points: Vec<Point>,
     /// What the report adds.
     pub report: Report,
+    /// How the points were made, kept to make a point's document again
+    /// ([`Sweep::document`]) rather than holding one per point.
+    recipe: Recipe,
+}
+
+/// A base document and the edits that make each point of it.
+#[derive(Debug, Clone)]
+struct Recipe {
+    /// The sweep file (or what stands for it), for error messages.
+    origin: PathBuf,
+    /// The base scenario's document and its path (the points' default name).
+    base: toml::Value,
+    base_path: PathBuf,
+    /// Named sets of edits, each crossed with the grid; one unnamed, empty one when
+    /// the sweep has no variants.
+    variants: Vec<(Option<String>, Vec<Edit>)>,
+}
+
+impl Recipe {
+    /// The document of the point with these parameters (a `variant` entry first when
+    /// there are variants, then the grid's values) and the name it is built under.
+    fn document(
+        &self,
+        n: usize,
+        params: &[(String, toml::Value)],
+    ) -> Result<(toml::Value, String), ScenarioError> {
+        let invalid = |key: String, message: String| ScenarioError::Invalid {
+            path: self.origin.clone(),
+            key,
+            message,
+        };
+        let mut doc = self.base.clone();
+        let mut grid = params;
+        if let Some((_, toml::Value::String(name))) = params.first().filter(|p| p.0 == "variant") {
+            grid = &params[1..];
+            let edits = self
+                .variants
+                .iter()
+                .find(|v| v.0.as_deref() == Some(name.as_str()))
+                .map_or(&[][..], |v| &v.1[..]);
+            for (k, v) in edits {
+                set_path(&mut doc, k, v.clone()).map_err(|m| invalid(format!("variant.{k}"), m))?;
+            }
+        }
+        for (k, v) in grid {
+            // "a.b, c.d" sets both paths to the value.
+            for one in k.split(',').map(str::trim) {
+                set_path(&mut doc, one, v.clone()).map_err(|m| invalid(format!("grid.{k}"), m))?;
+            }
+        }
+        let label = format!(
+            "{} (sweep point {n}: {})",
+            self.base_path.display(),
+            describe(params)
+        );
+        Ok((doc, label))
+    }
 }
 
 impl Sweep {
@@ -315,6 +372,42 @@ impl Sweep {
             path: base_path.clone(),
             message: e.to_string(),
         })?;
+        let default_name = path
+            .parent()
+            .and_then(|p| p.file_name())
+            .map_or("sweep".into(), |s| s.to_string_lossy().into_owned());
+        Self::build(path, file, base, &base_path, default_name)
+    }
+
+    /// A sweep given as values rather than files (the Python front's `sweep()`): the
+    /// base scenario's document, the grid and the variants exactly as `sweep.toml`
+    /// holds them, checked and expanded by the same code. `origin` names the sweep in
+    /// error messages, `base_label` the base scenario (and its runs' default name).
+    pub fn from_parts(
+        origin: &Path,
+        base: toml::Value,
+        base_label: &Path,
+        grid: BTreeMap<String, Vec<toml::Value>>,
+        variant: Vec<toml::Table>,
+        name: Option<String>,
+    ) -> Result<Self, ScenarioError> {
+        let file = SweepFile {
+            scenario: base_label.display().to_string(),
+            name,
+            grid,
+            variant,
+            report: None,
+        };
+        Self::build(origin, file, base, base_label, "sweep".into())
+    }
+
+    fn build(
+        path: &Path,
+        file: SweepFile,
+        base: toml::Value,
+        base_path: &Path,
+        default_name: String,
+    ) -> Result<Self, ScenarioError> {
         for (k, vals) in &file.grid {
             if vals.is_empty() {
                 return Err(ScenarioError::Invalid {
@@ -338,6 +431,18 @@ impl Sweep {
                     })
                 }
             };
+            if variants
+                .iter()
+                .any(|(n, _)| n.as_deref() == Some(name.as_str()))
+            {
+                return Err(ScenarioError::Invalid {
+                    path: path.to_owned(),
+                    key: format!("variant[{i}].name"),
+                    message: format!(
+                        "\"{name}\" names an earlier variant too; give each its own name"
+                    ),
+                });
+            }
             let edits = v
                 .iter()
                 .filter(|(k, _)| *k != "name")
@@ -357,55 +462,42 @@ impl Sweep {
                 message: format!("{total} points is too many (at most 100000)"),
             });
         }
+        let recipe = Recipe {
+            origin: path.to_owned(),
+            base,
+            base_path: base_path.to_owned(),
+            variants,
+        };
+        let keys: Vec<_> = file.grid.iter().collect();
         let mut points = Vec::with_capacity(total);
         for n in 0..total {
-            let (variant_name, edits) = &variants[n / grid_points];
-            let mut rest = n % grid_points;
-            let mut doc = base.clone();
+            let (variant_name, _) = &recipe.variants[n / grid_points];
             let mut params = vec![];
             if let Some(name) = variant_name {
                 params.push(("variant".to_string(), toml::Value::String(name.clone())));
             }
-            for (k, v) in edits {
-                set_path(&mut doc, k, v.clone()).map_err(|m| ScenarioError::Invalid {
-                    path: path.to_owned(),
-                    key: format!("variant.{k}"),
-                    message: m,
-                })?;
-            }
             // Last key varies fastest.
-            let keys: Vec<_> = file.grid.iter().collect();
+            let mut rest = n % grid_points;
             let mut idx = vec![0; keys.len()];
             for (i, (_, vals)) in keys.iter().enumerate().rev() {
                 idx[i] = rest % vals.len();
                 rest /= vals.len();
             }
-            for (i, (k, vals)) in keys.iter().enumerate() {
-                let v = vals[idx[i]].clone();
-                // "a.b, c.d" sets both paths to the value.
-                for one in k.split(',').map(str::trim) {
-                    set_path(&mut doc, one, v.clone()).map_err(|m| ScenarioError::Invalid {
-                        path: path.to_owned(),
-                        key: format!("grid.{k}"),
-                        message: m,
-                    })?;
-                }
-                params.push(((*k).clone(), v));
-            }
-            let label = format!(
-                "{} (sweep point {n}: {})",
-                base_path.display(),
-                describe(&params)
+            params.extend(
+                keys.iter()
+                    .zip(idx)
+                    .map(|((k, vals), i)| ((*k).clone(), vals[i].clone())),
             );
+            let (doc, label) = recipe.document(n, &params)?;
             let scenario = Scenario::from_value(doc, Path::new(&label))?;
             points.push(Point { params, scenario });
         }
-        let name = file.name.unwrap_or_else(|| {
-            path.parent()
-                .and_then(|p| p.file_name())
-                .map_or("sweep".into(), |s| s.to_string_lossy().into_owned())
-        });
-        let variant_names: Vec<&str> = variants.iter().filter_map(|v| v.0.as_deref()).collect();
+        let name = file.name.unwrap_or(default_name);
+        let variant_names: Vec<&str> = recipe
+            .variants
+            .iter()
+            .filter_map(|v| v.0.as_deref())
+            .collect();
         let report = match file.report {
             None => Report::default(),
             Some(r) => load_report(path, r, &file.grid, &variant_names)?,
@@ -427,7 +519,18 @@ impl Sweep {
             name,
             points,
             report,
+            recipe,
         })
+    }
+
+    /// The document point `n` was built from and the name it was built under:
+    /// `Scenario::from_value(document, Path::new(&label))` gives the point's scenario
+    /// again (before any seed override), which is how a point travels to another
+    /// process or machine. `None` when there is no point `n`.
+    pub fn document(&self, n: usize) -> Option<(toml::Value, String)> {
+        let p = self.points.get(n)?;
+        // The same edits succeeded when the sweep was built.
+        self.recipe.document(n, &p.params).ok()
     }
 }
 

@@ -419,6 +419,86 @@ name = "ar-udt"
         .unwrap_err()
         .to_string();
     assert!(e.contains("variant[0].name"), "{e}");
+
+    // Two variants of one name would be one column of the report: an error.
+    std::fs::write(
+        tmp.path().join("sweep.toml"),
+        "scenario = \"base.toml\"\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let e = longhaul_sim::Sweep::load(&tmp.path().join("sweep.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("variant[1].name") && e.contains("earlier"),
+        "{e}"
+    );
+}
+
+/// A point travels to another process as its document and label (the Python front's
+/// backends do this): built again, it is the same scenario. A sweep given as values
+/// (`Sweep::from_parts`) is the sweep its file would give.
+#[test]
+fn sweep_points_travel_as_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = common::chain(
+        "2s",
+        "100Mbps",
+        "5ms",
+        "1bdp",
+        0.0,
+        "[[flow]]\nprotocol = \"tcp\"\n",
+    );
+    std::fs::write(tmp.path().join("base.toml"), &base).unwrap();
+    let sweep = r#"
+scenario = "base.toml"
+[grid]
+seed = [1, 2]
+"topology.links.0.loss, topology.links.1.loss" = [0.0, 1e-3]
+[[variant]]
+name = "cubic"
+"flow.0" = { protocol = "tcp", cc = "cubic" }
+[[variant]]
+name = "udt"
+"flow.0" = { protocol = "udt" }
+"#;
+    std::fs::write(tmp.path().join("sweep.toml"), sweep).unwrap();
+    let sw = longhaul_sim::Sweep::load(&tmp.path().join("sweep.toml")).unwrap();
+    assert_eq!(sw.points.len(), 8);
+    for (n, p) in sw.points.iter().enumerate() {
+        let (doc, label) = sw.document(n).unwrap();
+        let again = longhaul_sim::Scenario::from_value(doc, std::path::Path::new(&label)).unwrap();
+        assert_eq!(again, p.scenario, "point {n}");
+    }
+    assert!(sw.document(8).is_none());
+
+    let file: toml::Table = toml::from_str(sweep).unwrap();
+    let grid = file["grid"]
+        .as_table()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_array().unwrap().clone()))
+        .collect();
+    let variants = file["variant"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_table().unwrap().clone())
+        .collect();
+    let parts = longhaul_sim::Sweep::from_parts(
+        &tmp.path().join("sweep.toml"),
+        toml::from_str(&base).unwrap(),
+        &tmp.path().join("base.toml"),
+        grid,
+        variants,
+        None,
+    )
+    .unwrap();
+    assert_eq!(parts.points.len(), sw.points.len());
+    for (a, b) in parts.points.iter().zip(&sw.points) {
+        assert_eq!(a.params, b.params);
+        assert_eq!(a.scenario, b.scenario);
+    }
 }
 
 /// A sweep whose `scenario` names something that is not a small regular file (a

@@ -446,3 +446,23 @@ fn a_folder_given_again_holds_only_the_new_sweep_or_scenarios() {
     assert!(!out.join("a").exists() && !out.join("b").exists());
     assert!(out.join("notes.txt").exists() && out.join("point-0001/mine.txt").exists());
 }
+
+/// A seed given over the file's (`sim run --seed`, the Python front's `seed=`) is that
+/// seed written in the file, for every protocol: UDT's randomised decrease included,
+/// which once kept the file's seed.
+#[test]
+fn an_overridden_seed_is_the_seed_written_in_the_file() {
+    let mut overridden = common::scenario(&lossy(1));
+    overridden.run.seed = 7;
+    let written = common::scenario(&lossy(7));
+    let a = longhaul_sim::simulate(&overridden).unwrap().summary;
+    let b = longhaul_sim::simulate(&written).unwrap().summary;
+    assert_eq!(a, b);
+    let own = longhaul_sim::simulate(&common::scenario(&lossy(1)))
+        .unwrap()
+        .summary;
+    assert_ne!(
+        a.flows[3], own.flows[3],
+        "the UDT flow must depend on the seed"
+    );
+}

@@ -91,6 +91,18 @@ pub enum RateControl {
     Bbr(BbrConfig),
 }
 
+impl RateControl {
+    /// The same control with UDT's own random choices (the randomised decrease of
+    /// its NAK response) drawn from `seed`. BBR's are its own (`BbrConfig::seed`).
+    pub fn seeded(self, seed: u64) -> Self {
+        match self {
+            RateControl::Udt(u) => RateControl::Udt(UdtCcConfig { seed, ..u }),
+            RateControl::ArUdt(u, a) => RateControl::ArUdt(UdtCcConfig { seed, ..u }, a),
+            RateControl::Bbr(b) => RateControl::Bbr(b),
+        }
+    }
+}
+
 /// A connection's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UdtConnConfig {

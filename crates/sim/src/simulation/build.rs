@@ -175,9 +175,13 @@ impl Simulation {
                     // per flow, reproducible per run.
                     let isn = (cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33) as u32
                         ^ (fi.wrapping_mul(2_654_435_761));
+                    // The run's seed, not the one the scenario was loaded with, so
+                    // `sim run --seed` re-seeds UDT's randomised decrease too.
+                    let rate_control = spec.config.rate_control.seeded(cfg.seed);
                     let mk = |id: u32| UdtConnConfig {
                         socket_id: id,
                         isn,
+                        rate_control,
                         ..spec.config
                     };
                     let sender = UdtConnection::new(mk(2 * fi + 1), Instant::ZERO);

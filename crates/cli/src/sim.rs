@@ -18,6 +18,10 @@ pub struct SimArgs {
 enum SimCommand {
     /// Run a scenario file, every scenario in a folder, or a folder's sweep.toml.
     /// Without a path, runs the built-in reference scenario.
+    ///
+    /// Sweeps run on this machine's cores. On a Ray cluster, the Python package runs
+    /// them (`pip install './python[ray]'`, see docs/python.md):
+    /// `python -m longhaul sweep PATH/sweep.toml --backend ray --address ADDRESS`.
     Run {
         /// Scenario .toml, sweep.toml, or a folder of scenarios.
         path: Option<PathBuf>,

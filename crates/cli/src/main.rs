@@ -27,6 +27,7 @@ mod compare;
 mod doctor;
 mod emu;
 mod net;
+mod report;
 mod sim;
 mod transfer;
 
@@ -62,6 +63,10 @@ enum Command {
     /// needs, the command that fixes it. Exit 0 when all is well, 1 when something
     /// limits the path.
     Doctor(doctor::DoctorArgs),
+    /// The studies' results as a static HTML site: a page per study with its question,
+    /// our tables beside the paper's, the plots, the findings and the command. Opens
+    /// from disk; no server, no network.
+    Report(report::ReportArgs),
 }
 
 /// A failure, and whether it was the user's input.
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Command::Token(args) => transfer::token_cmd(args),
         Command::Emu(args) => emu::run(*args),
         Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
         Command::Doctor(args) => match doctor::run(args) {
             Ok(true) => return ExitCode::from(1),
             Ok(false) => Ok(()),

@@ -100,11 +100,26 @@ pub struct RecvArgs {
     /// more memory than this here.
     #[arg(long, default_value = "512MiB")]
     memory_cap: String,
+    /// Largest UDT packet this end takes, IP and UDP headers included: a connection
+    /// runs at the smaller of the two ends' (UDT4's handshake). 9000 with `send --mss
+    /// 9000` for jumbo frames.
+    #[arg(long, default_value_t = 1500)]
+    mss: u32,
     #[command(flatten)]
     token: TokenArgs,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// `--mss`, on either end.
+fn check_mss(mss: u32) -> Result<(), Failure> {
+    if !(MIN_MSS..=65_000).contains(&mss) {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--mss {mss}: must be {MIN_MSS} to 65000 (bytes, IP and UDP headers included)"
+        )));
+    }
+    Ok(())
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +200,7 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         ))
     })?;
     let memory_cap = memory_cap(&a.memory_cap)?;
+    check_mss(a.mss)?;
     let data_ports = a.data_ports.as_deref().map(data_ports).transpose()?;
     let opts = RecvOptions {
         memory_cap,
@@ -196,6 +212,7 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         // retransmission to the sender's EXP timer (seconds on a lossy path).
         udt: UdtConnConfig {
             nak_report: NakReport::Periodic,
+            mss: a.mss,
             ..UdtConnConfig::default()
         },
         encrypt: !a.token.no_encryption,
@@ -346,11 +363,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         )));
     }
     let total_channels = total_channels as u16;
-    if !(MIN_MSS..=65_000).contains(&a.mss) {
-        return Err(Failure::input(anyhow::anyhow!(
-            "--mss must be {MIN_MSS} to 65000"
-        )));
-    }
+    check_mss(a.mss)?;
     let max_bw_bps = match &a.rate_limit {
         None => None,
         Some(_) if a.transport == "tcp" => {

@@ -973,6 +973,18 @@ fn send_and_recv_over_loopback() {
             stderr(&o)
         );
     }
+    for mss in ["10", "70000"] {
+        let o = longhaul(
+            &["recv", "--token-file", "tok", "--mss", mss, "dst6"],
+            dir.path(),
+        );
+        assert_eq!(o.status.code(), Some(2), "{mss}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("--mss {mss}: must be")),
+            "{}",
+            stderr(&o)
+        );
+    }
     // Memory to memory: a generated stream to a receiver that writes nothing.
     let (recv, addr, _) = serve("--discard");
     let before = std::fs::read_dir(dir.path()).unwrap().count();

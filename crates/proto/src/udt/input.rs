@@ -11,8 +11,8 @@ use longhaul_wire::udt::{
 };
 
 use super::{
-    micros, AnyRate, Event, Feedback, Payload, PendingCtrl, State, UdtConnection, IP_UDP, MIN_MSS,
-    SELF_CLOCK, SYN,
+    micros, AnyRate, Arrived, Event, Feedback, Payload, PendingCtrl, State, UdtConnection, IP_UDP,
+    MIN_MSS, SELF_CLOCK, SYN,
 };
 
 impl UdtConnection {
@@ -45,9 +45,9 @@ impl UdtConnection {
                 self.on_response(now);
                 let body = packet.body();
                 let payload = if body.len() == payload_len {
-                    Payload::Bytes(body.to_vec())
+                    Arrived::Bytes(body)
                 } else {
-                    Payload::Virtual(payload_len as u32)
+                    Arrived::Virtual(payload_len as u32)
                 };
                 self.on_data(now, seq, payload);
             }
@@ -155,7 +155,7 @@ impl UdtConnection {
         self.events.push_back(Event::Connected);
     }
 
-    pub(super) fn on_data(&mut self, now: Instant, seq: UdtSeqNumber, payload: Payload) {
+    pub(super) fn on_data(&mut self, now: Instant, seq: UdtSeqNumber, payload: Arrived<'_>) {
         self.stats.data_received += 1;
         let now_us = micros(now.saturating_duration_since(Instant::ZERO));
         self.window.on_arrival(now_us);
@@ -193,12 +193,17 @@ impl UdtConnection {
             self.deliver(payload);
             self.rcv_next += 1;
             while let Some(data) = self.rcv_ooo.remove(&self.rcv_next) {
-                self.deliver(data);
+                self.deliver(data.as_arrived());
+                self.spare.keep(data);
                 self.rcv_next += 1;
             }
             self.events.push_back(Event::Readable);
         } else {
-            self.rcv_ooo.insert(idx, payload);
+            let kept = match payload {
+                Arrived::Bytes(b) => Payload::Bytes(self.spare.copy_of(b)),
+                Arrived::Virtual(n) => Payload::Virtual(n),
+            };
+            self.rcv_ooo.insert(idx, kept);
         }
         if self.pkt_count >= SELF_CLOCK * self.light_ack_count {
             if self.ack_index() != self.rcv_last_ack_ack {
@@ -208,10 +213,10 @@ impl UdtConnection {
         }
     }
 
-    pub(super) fn deliver(&mut self, p: Payload) {
+    pub(super) fn deliver(&mut self, p: Arrived<'_>) {
         self.delivered += p.len() as u64;
-        if let Payload::Bytes(b) = p {
-            self.readable.extend(b.iter().copied());
+        if let Arrived::Bytes(b) = p {
+            self.readable.extend(b);
         }
     }
 
@@ -314,7 +319,9 @@ impl UdtConnection {
 
     pub(super) fn release(&mut self, ack_idx: u64) {
         while self.snd_last_ack < ack_idx && !self.snd_buf.is_empty() {
-            self.snd_buf.pop_front();
+            if let Some(p) = self.snd_buf.pop_front() {
+                self.spare.keep(p);
+            }
             self.snd_loss.remove(&self.snd_last_ack);
             self.snd_last_ack += 1;
         }

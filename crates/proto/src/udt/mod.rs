@@ -244,6 +244,69 @@ impl Payload {
             Payload::Virtual(n) => *n as usize,
         }
     }
+
+    fn as_arrived(&self) -> Arrived<'_> {
+        match self {
+            Payload::Bytes(b) => Arrived::Bytes(b),
+            Payload::Virtual(n) => Arrived::Virtual(*n),
+        }
+    }
+}
+
+/// A data packet's payload as it arrives, borrowed from the datagram: in order it goes
+/// straight to the reader, and only a packet that must wait for a gap before it is
+/// copied (into a buffer from [`Spare`]).
+#[derive(Debug, Clone, Copy)]
+enum Arrived<'a> {
+    Bytes(&'a [u8]),
+    Virtual(u32),
+}
+
+impl Arrived<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Arrived::Bytes(b) => b.len(),
+            Arrived::Virtual(n) => *n as usize,
+        }
+    }
+}
+
+/// Packet buffers to use again: the sender's, freed when their packets are
+/// acknowledged, and the receiver's, freed when a gap closes. Without them every
+/// packet cost a `malloc` and a `free` at each end (measured with callgrind: a
+/// quarter of all the instructions of a loopback transfer).
+///
+/// It keeps up to a buffer's worth (the larger of the send and receive buffers, in
+/// packets): one ACK can free thousands of packets on a fast path, and the sender
+/// refills them at once. That is memory the connection held at its peak anyway; an
+/// idle connection keeps it until it closes.
+#[derive(Debug, Clone)]
+struct Spare {
+    free: Vec<Vec<u8>>,
+    max: usize,
+}
+
+impl Spare {
+    fn new(max: usize) -> Self {
+        Spare { free: vec![], max }
+    }
+
+    /// A buffer holding `bytes`.
+    fn copy_of(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut v = self.free.pop().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(bytes);
+        v
+    }
+
+    /// `p`'s buffer, kept for later if there is room.
+    fn keep(&mut self, p: Payload) {
+        if let Payload::Bytes(v) = p {
+            if self.free.len() < self.max {
+                self.free.push(v);
+            }
+        }
+    }
 }
 
 /// One of the rate controllers, dispatched by `match`.
@@ -322,6 +385,8 @@ pub struct UdtConnection {
 
     // Sender. Packet index i has sequence number isn + i.
     snd_buf: VecDeque<Payload>,
+    /// Buffers of acknowledged and delivered packets, to use again.
+    spare: Spare,
     snd_last_ack: u64,
     snd_next: u64,
     snd_loss: BTreeSet<u64>,
@@ -417,6 +482,7 @@ impl UdtConnection {
             rcv_next: 0,
             rcv_high: None,
             rcv_ooo: BTreeMap::new(),
+            spare: Spare::new(cfg.snd_buf_pkts.max(cfg.rcv_buf_pkts) as usize),
             rcv_loss: BTreeMap::new(),
             next_nak_time: now,
             readable: VecDeque::new(),
@@ -461,7 +527,8 @@ impl UdtConnection {
             if self.snd_buf.len() >= self.cfg.snd_buf_pkts as usize {
                 break;
             }
-            self.snd_buf.push_back(Payload::Bytes(chunk.to_vec()));
+            let b = self.spare.copy_of(chunk);
+            self.snd_buf.push_back(Payload::Bytes(b));
             taken += chunk.len();
         }
         Ok(taken)

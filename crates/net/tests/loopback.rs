@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::thread;
 use std::time::Duration;
 
-use longhaul_net::{NetError, UdtListener, UdtSocket};
+use longhaul_net::{IoCounters, NetError, UdtListener, UdtSocket};
 use longhaul_proto::udt::UdtConnConfig;
 
 fn cfg(id: u32) -> UdtConnConfig {
@@ -22,14 +22,17 @@ fn pattern(i: usize) -> u8 {
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-#[test]
-fn a_stream_arrives_byte_exact_over_loopback() {
-    const BYTES: usize = 30_000_000;
+/// A listener on loopback whose thread accepts one connection with `cfg` and reads
+/// it to the end: its address, and the thread's (bytes read, I/O counters).
+fn serve_stream(
+    cfg: UdtConnConfig,
+    expect: usize,
+) -> (SocketAddr, thread::JoinHandle<(Vec<u8>, IoCounters)>) {
     let listener = UdtListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     let server = thread::spawn(move || {
-        let mut s = listener.accept(cfg(2), LIMIT).expect("accept");
-        let mut got = Vec::with_capacity(BYTES);
+        let mut s = listener.accept(cfg, LIMIT).expect("accept");
+        let mut got = Vec::with_capacity(expect);
         let mut buf = vec![0u8; 1 << 16];
         loop {
             let n = s.read(&mut buf).expect("read");
@@ -40,6 +43,13 @@ fn a_stream_arrives_byte_exact_over_loopback() {
         }
         (got, s.io_counters())
     });
+    (addr, server)
+}
+
+#[test]
+fn a_stream_arrives_byte_exact_over_loopback() {
+    const BYTES: usize = 30_000_000;
+    let (addr, server) = serve_stream(cfg(2), BYTES);
     let data: Vec<u8> = (0..BYTES).map(pattern).collect();
     let mut c = UdtSocket::connect(addr, cfg(1), LIMIT).expect("connect");
     assert_eq!(c.peer_addr(), addr);
@@ -95,21 +105,7 @@ fn a_9000_byte_mss_carries_the_stream_in_jumbo_datagrams() {
         mss: 9000,
         ..cfg(id)
     };
-    let listener = UdtListener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = thread::spawn(move || {
-        let mut s = listener.accept(jumbo(2), LIMIT).expect("accept");
-        let mut got = Vec::with_capacity(BYTES);
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let n = s.read(&mut buf).expect("read");
-            if n == 0 {
-                break;
-            }
-            got.extend_from_slice(&buf[..n]);
-        }
-        (got, s.io_counters())
-    });
+    let (addr, server) = serve_stream(jumbo(2), BYTES);
     let data: Vec<u8> = (0..BYTES).map(pattern).collect();
     let mut c = UdtSocket::connect(addr, jumbo(1), LIMIT).expect("connect");
     for chunk in data.chunks(1 << 20) {

@@ -53,28 +53,11 @@ pub fn render(md: &str, place: &Place<'_>, shift: u8) -> io::Result<String> {
             }
             Event::Start(Tag::Link {
                 dest_url, title, ..
-            }) => match local(place, &dest_url)? {
-                Some(url) if url.ends_with(".png") => {
-                    open.push(Kept::Image);
-                    events.push(Event::Start(Tag::Image {
-                        link_type: LinkType::Inline,
-                        dest_url: url.into(),
-                        title,
-                        id: CowStr::Borrowed(""),
-                    }));
-                }
-                Some(url) => {
-                    open.push(Kept::Link);
-                    events.push(Event::Start(Tag::Link {
-                        link_type: LinkType::Inline,
-                        dest_url: url.into(),
-                        title,
-                        id: CowStr::Borrowed(""),
-                    }));
-                }
-                None => open.push(Kept::Dropped(dest_url.into_string())),
-            },
-            Event::End(TagEnd::Link) => match open.pop() {
+            }) => open_tag(place, &mut open, &mut events, dest_url, title, false)?,
+            Event::Start(Tag::Image {
+                dest_url, title, ..
+            }) => open_tag(place, &mut open, &mut events, dest_url, title, true)?,
+            Event::End(TagEnd::Link | TagEnd::Image) => match open.pop() {
                 Some(Kept::Link) => events.push(Event::End(TagEnd::Link)),
                 Some(Kept::Image) => events.push(Event::End(TagEnd::Image)),
                 Some(Kept::Dropped(url)) if is_remote(&url) => {
@@ -82,25 +65,6 @@ pub fn render(md: &str, place: &Place<'_>, shift: u8) -> io::Result<String> {
                 }
                 _ => {}
             },
-            Event::Start(Tag::Image {
-                dest_url, title, ..
-            }) => match local(place, &dest_url)? {
-                Some(url) => {
-                    open.push(Kept::Image);
-                    events.push(Event::Start(Tag::Image {
-                        link_type: LinkType::Inline,
-                        dest_url: url.into(),
-                        title,
-                        id: CowStr::Borrowed(""),
-                    }));
-                }
-                None => open.push(Kept::Dropped(dest_url.into_string())),
-            },
-            Event::End(TagEnd::Image) => {
-                if let Some(Kept::Image) = open.pop() {
-                    events.push(Event::End(TagEnd::Image));
-                }
-            }
             Event::Html(h) | Event::InlineHtml(h) => events.push(Event::Text(h)),
             other => events.push(other),
         }
@@ -108,6 +72,42 @@ pub fn render(md: &str, place: &Place<'_>, shift: u8) -> io::Result<String> {
     let mut html = String::new();
     pulldown_cmark::html::push_html(&mut html, events.into_iter());
     Ok(html)
+}
+
+/// Opens a link or an image at its site URL (a link to a PNG becomes the image), or
+/// drops the tag, keeping its text, when its target is not in the site.
+fn open_tag<'a>(
+    place: &Place<'_>,
+    open: &mut Vec<Kept>,
+    events: &mut Vec<Event<'a>>,
+    dest_url: CowStr<'a>,
+    title: CowStr<'a>,
+    image: bool,
+) -> io::Result<()> {
+    let Some(url) = local(place, &dest_url)? else {
+        open.push(Kept::Dropped(dest_url.into_string()));
+        return Ok(());
+    };
+    let (link_type, id, dest_url) = (LinkType::Inline, CowStr::Borrowed(""), url.clone().into());
+    let tag = if image || url.ends_with(".png") {
+        open.push(Kept::Image);
+        Tag::Image {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }
+    } else {
+        open.push(Kept::Link);
+        Tag::Link {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }
+    };
+    events.push(Event::Start(tag));
+    Ok(())
 }
 
 fn lower(level: HeadingLevel, shift: u8) -> HeadingLevel {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import tomllib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -108,3 +109,12 @@ def test_a_bad_sweep_names_the_key(grid, variants, key):
 def test_an_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="backend"):
         longhaul.sweep(_base(), {"seed": [1]}, backend="spark", progress=False)
+
+
+def test_a_base_that_is_not_a_small_file_is_refused(tmp_path):
+    """Read with the bound every scenario file has: a device that never ends, or a
+    folder, is an error naming it, not a read until memory runs out."""
+    for bad in ("/dev/zero", str(tmp_path)):
+        with pytest.raises(longhaul.ScenarioError) as e:
+            longhaul.sweep(Path(bad), {"seed": [1]}, progress=False)
+        assert bad in str(e.value), str(e.value)

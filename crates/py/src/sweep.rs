@@ -75,15 +75,19 @@ pub fn make_sweep<'py>(
     let origin = Path::new("<sweep>");
     let base = match kind {
         "path" => {
-            let text = std::fs::read_to_string(source).map_err(|error| {
-                errors::scenario(
-                    py,
-                    &ScenarioError::Io {
-                        path: source.into(),
-                        error,
-                    },
-                )
-            })?;
+            // Bounded, as every scenario file is read.
+            let max = longhaul_sim::scenario::MAX_FILE_BYTES;
+            let text = longhaul_output::input::read_small_file(Path::new(source), max).map_err(
+                |error| {
+                    errors::scenario(
+                        py,
+                        &ScenarioError::Io {
+                            path: source.into(),
+                            error,
+                        },
+                    )
+                },
+            )?;
             toml::from_str(&text).map_err(|e| {
                 errors::scenario(
                     py,

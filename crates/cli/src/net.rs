@@ -78,25 +78,33 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         eprintln!("warning: {w}");
     }
     outln!(
-        "{:>9} {:>10} {:>10} {:>12} {:>14} {:>12} {:>22}",
+        "{:>9} {:>8} {:>8} {:>8} {:>13} {:>22} {:>22} {:>12} {:>22}",
         "channels",
         "Gb/s",
         "wall s",
         "CPU s",
         "CPU s per Gb",
+        "CPU s/Gb snd, rcv",
+        "CPU us/pkt snd, rcv",
         "retransmits",
         "syscalls/pkt snd, rcv"
     )?;
     for &c in &a.channels {
         let r = loopback(usize::from(c), a.megabytes * 1_000_000, cfg, a.encrypt)?;
         let (snd, rcv) = r.syscalls_per_packet();
+        let (cpu_snd, cpu_rcv) = r.cpu_per_gbit_each();
+        let (us_snd, us_rcv) = r.cpu_us_per_packet();
         outln!(
-            "{:>9} {:>10.2} {:>10.2} {:>12.2} {:>14.3} {:>12} {:>14.2}, {:>5.2}",
+            "{:>9} {:>8.2} {:>8.2} {:>8.2} {:>13.3} {:>14.3}, {:>6.3} {:>14.2}, {:>6.2} {:>12} {:>14.2}, {:>5.2}",
             c,
             r.gbps(),
             r.seconds,
             r.cpu_seconds,
             r.cpu_per_gbit(),
+            cpu_snd,
+            cpu_rcv,
+            us_snd,
+            us_rcv,
             r.packets.1,
             snd,
             rcv

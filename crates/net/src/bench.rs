@@ -21,6 +21,9 @@ pub struct LoopbackReport {
     pub seconds: f64,
     /// CPU time of the whole process (both ends), s.
     pub cpu_seconds: f64,
+    /// CPU time of the senders' threads and of the receivers' threads, summed over
+    /// the channels, s: each end's own share of `cpu_seconds`.
+    pub cpu_each: [f64; 2],
     /// Data packets sent and retransmitted, over all channels.
     pub packets: (u64, u64),
     /// The senders' and the receivers' system calls and datagrams, summed over
@@ -37,6 +40,21 @@ impl LoopbackReport {
     pub fn cpu_per_gbit(&self) -> f64 {
         let gbit = self.bytes.iter().sum::<u64>() as f64 * 8.0 / 1e9;
         self.cpu_seconds / gbit.max(1e-9)
+    }
+    /// CPU seconds per gigabit at the senders and at the receivers: the cost that
+    /// carries over to a machine where each end has its own cores.
+    pub fn cpu_per_gbit_each(&self) -> (f64, f64) {
+        let gbit = (self.bytes.iter().sum::<u64>() as f64 * 8.0 / 1e9).max(1e-9);
+        (self.cpu_each[0] / gbit, self.cpu_each[1] / gbit)
+    }
+    /// CPU microseconds per data datagram at the senders (over those sent) and at the
+    /// receivers (over those received).
+    pub fn cpu_us_per_packet(&self) -> (f64, f64) {
+        let [s, r] = self.io;
+        (
+            self.cpu_each[0] * 1e6 / s.datagrams_sent.max(1) as f64,
+            self.cpu_each[1] * 1e6 / r.datagrams_received.max(1) as f64,
+        )
     }
     /// System calls per data datagram at the senders (over those sent) and at the
     /// receivers (over those received).
@@ -60,6 +78,14 @@ fn cpu_seconds() -> f64 {
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // utime and stime are fields 14 and 15 of the line (11 and 12 after ')').
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// CPU time of the calling thread so far, s (each end of a channel runs its engine
+/// and its socket on its own thread).
+fn thread_cpu_seconds() -> f64 {
+    use nix::time::{clock_gettime, ClockId};
+    clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(0.0, |t| t.tv_sec() as f64 + t.tv_nsec() as f64 * 1e-9)
 }
 
 /// Runs `channels` UDT connections over loopback at once, each writing
@@ -91,14 +117,14 @@ pub fn loopback(
         };
         let protect = protection(c, Dir::ToSender);
         servers.push(thread::spawn(
-            move || -> Result<(u64, IoCounters), NetError> {
+            move || -> Result<(u64, IoCounters, f64), NetError> {
                 let mut s = listener.accept_protected(server_cfg, LIMIT, protect)?;
                 let mut buf = vec![0u8; 1 << 20];
                 let mut got = 0u64;
                 loop {
                     let n = s.read(&mut buf)?;
                     if n == 0 {
-                        return Ok((got, s.io_counters()));
+                        return Ok((got, s.io_counters(), thread_cpu_seconds()));
                     }
                     got += n as u64;
                 }
@@ -111,7 +137,7 @@ pub fn loopback(
         };
         let protect = protection(c, Dir::ToReceiver);
         clients.push(thread::spawn(
-            move || -> Result<(u64, u64, IoCounters), NetError> {
+            move || -> Result<(u64, u64, IoCounters, f64), NetError> {
                 let mut s = UdtSocket::connect_protected(addr, client_cfg, LIMIT, protect)?;
                 let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
                 let mut left = bytes_per_channel;
@@ -125,23 +151,26 @@ pub fn loopback(
                 // packets do not count).
                 let io = s.io_counters();
                 s.close(LIMIT)?;
-                Ok((st.data_sent, st.retransmitted, io))
+                Ok((st.data_sent, st.retransmitted, io, thread_cpu_seconds()))
             },
         ));
     }
     let mut packets = (0, 0);
     let mut io = [IoCounters::default(); 2];
+    let mut cpu_each = [0.0; 2];
     for c in clients {
-        let (sent, rexmit, counters) = c.join().expect("client thread")?;
+        let (sent, rexmit, counters, cpu) = c.join().expect("client thread")?;
         packets.0 += sent;
         packets.1 += rexmit;
         io[0] += counters;
+        cpu_each[0] += cpu;
     }
     let mut bytes = vec![];
     for s in servers {
-        let (got, counters) = s.join().expect("server thread")?;
+        let (got, counters, cpu) = s.join().expect("server thread")?;
         bytes.push(got);
         io[1] += counters;
+        cpu_each[1] += cpu;
     }
     let seconds = clock.now().saturating_duration_since(start).as_secs_f64();
     Ok(LoopbackReport {
@@ -149,6 +178,7 @@ pub fn loopback(
         bytes,
         seconds,
         cpu_seconds: cpu_seconds() - cpu0,
+        cpu_each,
         packets,
         io,
     })

@@ -256,3 +256,24 @@ fn a_stray_datagram_does_not_take_the_port() {
     );
     assert_eq!(got, b"from the client");
 }
+
+/// `bench loopback`'s per-end CPU: each end's threads' own time, both spent, and
+/// together no more than the process's (which also counts the main thread), to the
+/// 10 ms ticks /proc counts in (one at each end of the interval, and a margin).
+#[test]
+fn the_benchs_cpu_per_end_adds_up_to_the_process() {
+    let r = longhaul_net::bench::loopback(2, 10_000_000, UdtConnConfig::default(), true).unwrap();
+    assert_eq!(r.bytes, [10_000_000, 10_000_000]);
+    let [snd, rcv] = r.cpu_each;
+    assert!(snd > 0.0 && rcv > 0.0, "{:?}", r.cpu_each);
+    assert!(
+        snd + rcv <= r.cpu_seconds + 0.03,
+        "{:?} of {}",
+        r.cpu_each,
+        r.cpu_seconds
+    );
+    let (us_snd, us_rcv) = r.cpu_us_per_packet();
+    assert!(us_snd > 0.0 && us_rcv > 0.0);
+    let (g_snd, g_rcv) = r.cpu_per_gbit_each();
+    assert!((g_snd + g_rcv - (snd + rcv) / 0.16).abs() < 1e-9);
+}

@@ -86,12 +86,16 @@ def test_every_backend_gives_the_same_table(cli_sweep):
 
 
 def test_seed_replaces_every_points_seed(cli, cli_sweep, tmp_path):
-    d, _ = cli_sweep
-    cli_run(cli, str(d / "sweep.toml"), "--out", str(tmp_path / "o"), "--seed", "9")
-    want = pd.read_csv(tmp_path / "o" / "sweep.csv")
-    got = longhaul.sweep(d / "sweep.toml", seed=9, backend="threads", progress=False)
-    # The table's seed column is the grid's value; the runs used seed 9.
-    assert got.equals(want)
+    d, plain = cli_sweep
+    # Any 64-bit seed, as the CLI takes it (a TOML file could not hold the largest).
+    for seed in (9, 2**64 - 1):
+        out = tmp_path / str(seed)
+        cli_run(cli, str(d / "sweep.toml"), "--out", str(out), "--seed", str(seed))
+        want = pd.read_csv(out / "sweep.csv")
+        got = longhaul.sweep(d / "sweep.toml", seed=seed, backend="threads", progress=False)
+        # The table's seed column is the grid's value; the runs used `seed`.
+        assert got.equals(want), seed
+        assert not got.equals(pd.read_csv(io.StringIO(plain))), seed
 
 
 @pytest.mark.parametrize("grid,variants,key", [

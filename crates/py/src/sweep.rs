@@ -12,28 +12,25 @@ use pyo3::types::PyDict;
 use crate::errors;
 use crate::run;
 
-/// A loaded sweep as plain data: `name`, `warmup_s`, `header` (the first line of
-/// `sweep.csv`) and `points`, each `(params_json, document_json, label)`, which is
-/// all [`run_point`] needs, in another process or on another machine.
+/// A loaded sweep as plain data: `name`, `warmup_s`, `seed` (the override, or None),
+/// `header` (the first line of `sweep.csv`) and `points`, each `(params_json,
+/// document_json, label)`, which with the seed is all [`run_point`] needs, in
+/// another process or on another machine.
 fn to_dict<'py>(py: Python<'py>, sw: &Sweep, seed: Option<u64>) -> PyResult<Bound<'py, PyDict>> {
     let keys: Vec<&str> = sw.points.first().map_or(vec![], |p| {
         p.params.iter().map(|(k, _)| k.as_str()).collect()
     });
     let mut points = Vec::with_capacity(sw.points.len());
     for (n, p) in sw.points.iter().enumerate() {
-        let (mut doc, label) = sw
+        let (doc, label) = sw
             .document(n)
             .ok_or_else(|| pyo3::exceptions::PyIndexError::new_err(n))?;
-        if let Some(seed) = seed {
-            // As `longhaul sim run --seed`: every point runs with this seed.
-            longhaul_sim::scenario::set_path(&mut doc, "seed", toml::Value::Integer(seed as i64))
-                .map_err(pyo3::exceptions::PyValueError::new_err)?;
-        }
         points.push((json(&p.params)?, json(&doc)?, label));
     }
     let d = PyDict::new(py);
     d.set_item("name", &sw.name)?;
     d.set_item("warmup_s", sw.report.warmup_s)?;
+    d.set_item("seed", seed)?;
     d.set_item("header", report::csv_header(&keys))?;
     d.set_item("points", points)?;
     Ok(d)
@@ -153,8 +150,11 @@ pub fn make_sweep<'py>(
 }
 
 /// Runs one point (as [`to_dict`] gave it) with the GIL released and returns its
-/// lines of `sweep.csv` (point `n`), exactly as the CLI writes them.
+/// lines of `sweep.csv` (point `n`), exactly as the CLI writes them; `seed` replaces
+/// the point's, as `longhaul sim run --seed` does (any u64, which a TOML document
+/// could not hold).
 #[pyfunction]
+#[pyo3(signature = (n, params_json, document_json, label, warmup_s, seed=None))]
 pub fn run_point(
     py: Python<'_>,
     n: usize,
@@ -162,13 +162,17 @@ pub fn run_point(
     document_json: &str,
     label: &str,
     warmup_s: f64,
+    seed: Option<u64>,
 ) -> PyResult<String> {
     let bad = |e: serde_json::Error| pyo3::exceptions::PyValueError::new_err(e.to_string());
     let params: Vec<(String, toml::Value)> = serde_json::from_str(params_json).map_err(bad)?;
     let doc =
         run::document(document_json, Path::new(label)).map_err(|e| errors::scenario(py, &e))?;
-    let scenario =
+    let mut scenario =
         Scenario::from_value(doc, Path::new(label)).map_err(|e| errors::scenario(py, &e))?;
+    if let Some(seed) = seed {
+        scenario.run.seed = seed;
+    }
     let result = py
         .detach(|| longhaul_sim::simulate(&scenario))
         .map_err(|e| errors::run(py, &e))?;

@@ -18,7 +18,14 @@ def make_sweep(
     name: Optional[str] = None,
     seed: Optional[int] = None,
 ) -> Dict[str, Any]: ...
-def run_point(n: int, params_json: str, document_json: str, label: str, warmup_s: float) -> str: ...
+def run_point(
+    n: int,
+    params_json: str,
+    document_json: str,
+    label: str,
+    warmup_s: float,
+    seed: Optional[int] = None,
+) -> str: ...
 def studies() -> List[Tuple[str, str]]: ...
 def run_study(
     name: str, out: str, jobs: Optional[int] = None, seed: Optional[int] = None

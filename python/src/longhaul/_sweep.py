@@ -19,19 +19,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _longhaul
 
-# (point index, params JSON, document JSON, label, warm-up seconds)
-Task = Tuple[int, str, str, str, float]
+# (point index, params JSON, document JSON, label, warm-up seconds, seed override)
+Task = Tuple[int, str, str, str, float, Optional[int]]
 
 
 def run_point(task: Task) -> Tuple[int, str]:
     """Runs one point; returns (index, its lines of sweep.csv). Module-level so a
     process pool and Ray can ship it by name."""
-    n, params, doc, label, warmup = task
-    return n, _longhaul.run_point(n, params, doc, label, warmup)
+    n, params, doc, label, warmup, seed = task
+    return n, _longhaul.run_point(n, params, doc, label, warmup, seed)
 
 
 def tasks(spec: Dict[str, Any]) -> List[Task]:
-    return [(n, p, d, label, spec["warmup_s"]) for n, (p, d, label) in enumerate(spec["points"])]
+    return [(n, p, d, label, spec["warmup_s"], spec["seed"])
+            for n, (p, d, label) in enumerate(spec["points"])]
 
 
 def _bar(total: int, progress: Optional[bool], desc: str):

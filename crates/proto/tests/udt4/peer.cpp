@@ -5,6 +5,9 @@
 //                               receive BYTES, print "ok <bytes> <fnv1a64 hex>"
 //   peer send PORT BYTES        connect to 127.0.0.1:PORT, send BYTES of the test
 //                               pattern, close, print "ok <bytes>"
+//   peer sink PORT BYTES        as recv and send, without the hash and the pattern:
+//   peer source PORT BYTES      UDT4's own throughput, for the benchmark beside
+//                               `longhaul bench loopback` (docs/transfer.md)
 //
 // Either side prints "READY" once listening (recv) and exits non-zero on an error.
 #include <arpa/inet.h>
@@ -32,7 +35,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s recv|send PORT BYTES\n", argv[0]);
     return 2;
   }
-  const bool receiving = std::strcmp(argv[1], "recv") == 0;
+  const bool receiving = std::strcmp(argv[1], "recv") == 0 || std::strcmp(argv[1], "sink") == 0;
+  // Benchmark modes: no per-byte work of the peer's own to measure instead of UDT4.
+  const bool bare = std::strcmp(argv[1], "sink") == 0 || std::strcmp(argv[1], "source") == 0;
   const int port = std::atoi(argv[2]);
   const int64_t total = std::atoll(argv[3]);
   UDT::startup();
@@ -57,7 +62,7 @@ int main(int argc, char** argv) {
     while (got < total) {
       int n = UDT::recv(c, buf.data(), (int)buf.size(), 0);
       if (n == UDT::ERROR) return fail("recv");
-      for (int i = 0; i < n; i++) {
+      for (int i = 0; i < n && !bare; i++) {
         hash ^= (uint8_t)buf[i];
         hash *= 0x100000001b3ULL;
       }
@@ -71,7 +76,7 @@ int main(int argc, char** argv) {
     int64_t sent = 0;
     while (sent < total) {
       int64_t n = total - sent < (int64_t)buf.size() ? total - sent : (int64_t)buf.size();
-      for (int64_t i = 0; i < n; i++) buf[i] = (char)pattern(sent + i);
+      for (int64_t i = 0; i < n && !bare; i++) buf[i] = (char)pattern(sent + i);
       int64_t off = 0;
       while (off < n) {
         int k = UDT::send(s, buf.data() + off, (int)(n - off), 0);

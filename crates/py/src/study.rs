@@ -29,7 +29,7 @@ pub fn studies() -> Vec<(&'static str, String)> {
 /// Runs study `name` into `out` (its sweeps, their reports and plots, as the CLI
 /// writes them), on `jobs` threads (all cores when `None`), with the GIL released;
 /// `seed` replaces every point's seed. Returns `(sweep name, folder)` for each of its
-/// sweeps, in the order the CLI runs them.
+/// sweeps, in the order the CLI runs them (every built-in study is sweeps).
 #[pyfunction]
 #[pyo3(signature = (name, out, jobs=None, seed=None))]
 pub fn run_study(
@@ -60,17 +60,11 @@ pub fn run_study(
     if let Some(seed) = seed {
         job.set_seed(seed);
     }
-    let folders: Vec<(String, String)> = match &job {
-        Job::Sweeps(sweeps) if sweeps.len() > 1 => sweeps
-            .iter()
-            .map(|s| (s.name.clone(), out.join(&s.name).display().to_string()))
-            .collect(),
-        Job::Sweeps(sweeps) => sweeps
-            .iter()
-            .map(|s| (s.name.clone(), out.display().to_string()))
-            .collect(),
-        Job::Scenarios(_) => vec![(name.to_string(), out.display().to_string())],
-    };
+    let folders: Vec<(String, String)> = job
+        .sweep_folders(&out)
+        .into_iter()
+        .map(|(n, dir)| (n, dir.display().to_string()))
+        .collect();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.unwrap_or(0).min(job.len()))
         .build()

@@ -258,13 +258,7 @@ impl Job {
                 Ok(summaries)
             }
             Job::Sweeps(sweeps) => {
-                let dir = |sw: &Sweep| {
-                    if sweeps.len() == 1 {
-                        out.to_owned()
-                    } else {
-                        out.join(&sw.name)
-                    }
-                };
+                let dir = |sw: &Sweep| sweep_dir(out, sweeps.len(), sw);
                 // All points of all sweeps in one pool, so the cores stay busy.
                 let all: Vec<(usize, usize)> = sweeps
                     .iter()
@@ -312,6 +306,18 @@ impl Job {
         }
     }
 
+    /// Where [`Job::run`] puts each sweep's results (`sweep.csv`, `results.md`):
+    /// `(sweep name, folder)`, in order; empty for scenarios.
+    pub fn sweep_folders(&self, out: &Path) -> Vec<(String, PathBuf)> {
+        match self {
+            Job::Scenarios(_) => vec![],
+            Job::Sweeps(sweeps) => sweeps
+                .iter()
+                .map(|sw| (sw.name.clone(), sweep_dir(out, sweeps.len(), sw)))
+                .collect(),
+        }
+    }
+
     /// Gives every run `seed` (`longhaul sim run --seed`), in place of its own.
     pub fn set_seed(&mut self, seed: u64) {
         match self {
@@ -334,6 +340,16 @@ impl Job {
     /// Whether there is nothing to run.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// One sweep writes into the output folder itself; several into subfolders named
+/// after them.
+fn sweep_dir(out: &Path, sweeps: usize, sw: &Sweep) -> PathBuf {
+    if sweeps == 1 {
+        out.to_owned()
+    } else {
+        out.join(&sw.name)
     }
 }
 

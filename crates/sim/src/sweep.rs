@@ -331,7 +331,9 @@ impl Recipe {
         };
         let mut doc = self.base.clone();
         let mut grid = params;
-        if let Some((_, toml::Value::String(name))) = params.first().filter(|p| p.0 == "variant") {
+        // With variants, a point's first parameter names its variant.
+        let named = self.variants.iter().any(|v| v.0.is_some());
+        if let Some((_, toml::Value::String(name))) = params.first().filter(|_| named) {
             grid = &params[1..];
             let edits = self
                 .variants

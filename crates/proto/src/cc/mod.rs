@@ -219,7 +219,7 @@ impl AnyController {
     pub fn new(algo: CcAlgorithm, smss: u64, initial_window: u64, now: Instant) -> Self {
         match algo {
             CcAlgorithm::NewReno(c) => {
-                AnyController::NewReno(NewReno::new(c, smss, initial_window))
+                AnyController::NewReno(NewReno::new(c, smss, initial_window, now))
             }
             CcAlgorithm::Cubic(c) => AnyController::Cubic(Cubic::new(c, smss, initial_window, now)),
             CcAlgorithm::Bbr(c) => {

@@ -59,8 +59,9 @@ pub struct NewReno {
 }
 
 impl NewReno {
-    /// A controller with `cwnd = initial_window` and an infinite `ssthresh`.
-    pub fn new(config: NewRenoConfig, smss: u64, initial_window: u64) -> Self {
+    /// A controller with `cwnd = initial_window` and an infinite `ssthresh`, made at
+    /// `now` (where a HyStart's first round begins).
+    pub fn new(config: NewRenoConfig, smss: u64, initial_window: u64, now: Instant) -> Self {
         //= https://www.rfc-editor.org/rfc/rfc5681#section-3.1
         //# The initial value of ssthresh SHOULD be set arbitrarily high (e.g.,
         //# to the size of the largest possible advertised window)
@@ -70,7 +71,7 @@ impl NewReno {
             cwnd: initial_window,
             ssthresh: u64::MAX,
             bytes_acked: 0,
-            hystart: config.hystart.map(|m| HyStart::new(m, Instant::ZERO)),
+            hystart: config.hystart.map(|m| HyStart::new(m, now)),
         }
     }
 
@@ -178,7 +179,7 @@ mod tests {
 
     #[test]
     fn slow_start_adds_one_smss_per_ack() {
-        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS, Instant::ZERO);
         for _ in 0..10 {
             c.on_ack(Instant::ZERO, &ack(SMSS));
         }
@@ -190,7 +191,7 @@ mod tests {
 
     #[test]
     fn avoidance_adds_one_smss_per_window() {
-        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS, Instant::ZERO);
         c.on_loss(Instant::ZERO, 20 * SMSS);
         assert_eq!(c.window(), 10 * SMSS);
         for _ in 0..9 {
@@ -207,10 +208,10 @@ mod tests {
             slow_start: SlowStart::PerAck,
             ..Default::default()
         };
-        let mut c = NewReno::new(per_ack, SMSS, 3 * SMSS);
+        let mut c = NewReno::new(per_ack, SMSS, 3 * SMSS, Instant::ZERO);
         c.on_ack(Instant::ZERO, &ack(4));
         assert_eq!(c.window(), 4 * SMSS);
-        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 3 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 3 * SMSS, Instant::ZERO);
         c.on_ack(Instant::ZERO, &ack(4));
         assert_eq!(c.window(), 3 * SMSS + 4, "byte counting: min(N, SMSS)");
     }
@@ -224,7 +225,7 @@ mod tests {
         // cwnd = ssthresh = 10 SMSS after the loss. Five delayed ACKs (two segments
         // each) cover one window: SMSS^2/cwnd each, about SMSS/2 per RTT in all
         // (100 + 99 + 98 + 97 + 96 bytes, as cwnd grows under them).
-        let mut c = NewReno::new(cfg, SMSS, 20 * SMSS);
+        let mut c = NewReno::new(cfg, SMSS, 20 * SMSS, Instant::ZERO);
         c.on_loss(Instant::ZERO, 20 * SMSS);
         for _ in 0..5 {
             c.on_ack(Instant::ZERO, &ack(2 * SMSS));
@@ -232,7 +233,7 @@ mod tests {
         assert_eq!(c.window(), 10 * SMSS + 490);
         // At a cwnd of 2000 SMSS each ACK adds half a byte: the remainder carries, so
         // 4000 ACKs add 2000 bytes (less the last one's rounding).
-        let mut c = NewReno::new(cfg, SMSS, 4000 * SMSS);
+        let mut c = NewReno::new(cfg, SMSS, 4000 * SMSS, Instant::ZERO);
         c.on_loss(Instant::ZERO, 4000 * SMSS);
         for _ in 0..4000 {
             c.on_ack(Instant::ZERO, &ack(SMSS));
@@ -246,7 +247,7 @@ mod tests {
 
     #[test]
     fn timeout_collapses_to_one_segment() {
-        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS, Instant::ZERO);
         c.on_timeout(Instant::ZERO, 3 * SMSS);
         assert_eq!(c.window(), SMSS);
         assert_eq!(c.ssthresh(), 2 * SMSS);
@@ -254,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_repeated_timeout_holds_ssthresh() {
-        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS);
+        let mut c = NewReno::new(NewRenoConfig::default(), SMSS, 10 * SMSS, Instant::ZERO);
         c.on_timeout(Instant::ZERO, 40 * SMSS);
         assert_eq!(c.ssthresh(), 20 * SMSS);
         c.on_timeout_in_episode(Instant::ZERO, SMSS);

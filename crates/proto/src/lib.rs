@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blast;
 pub mod cc;
 pub mod engine;
 pub mod names;

@@ -11,7 +11,8 @@
 //! This crate holds no state and allocates nothing on the parse path; it never panics
 //! on input. It knows IPv4 (RFC 791), TCP (RFC 9293, with the MSS, window scale, SACK
 //! permitted and SACK options of RFC 7323 and RFC 2018) and UDP (RFC 768), UDT (4.11) and SCTP (RFC 9260),
-//! and the block header that frames file data on a parallel transfer's channels.
+//! the block header that frames file data on a parallel transfer's channels, and
+//! the UDP blast protocols' data header and control messages (RBUDP, Tsunami, SABUL).
 //!
 //! **Elided payloads.** The simulator carries real header bytes and only the *length*
 //! of a payload. A datagram whose IPv4 total length runs past the end of the buffer is
@@ -21,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blast;
 pub mod block;
 pub mod checksum;
 pub mod ipv4;

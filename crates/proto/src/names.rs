@@ -5,6 +5,7 @@
 
 use core::fmt;
 
+use crate::blast::Scheme;
 use crate::cc::{
     ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, FastConfig, LhChanges, SpwScope, UdtConfig,
     UdtProfile,
@@ -57,11 +58,14 @@ pub enum Protocol {
     Udt,
     /// SCTP.
     Sctp,
+    /// A UDP blast protocol with TCP control (RBUDP, Tsunami, SABUL).
+    Blast(Scheme),
 }
 
 impl Protocol {
     /// Every protocol's name.
-    pub const NAMES: &'static [&'static str] = &["tcp", "udp", "udt", "sctp"];
+    pub const NAMES: &'static [&'static str] =
+        &["tcp", "udp", "udt", "sctp", "rbudp", "tsunami", "sabul"];
 
     /// Its name.
     pub const fn name(self) -> &'static str {
@@ -70,6 +74,7 @@ impl Protocol {
             Protocol::Udp => "udp",
             Protocol::Udt => "udt",
             Protocol::Sctp => "sctp",
+            Protocol::Blast(s) => s.name(),
         }
     }
 }
@@ -82,7 +87,10 @@ impl core::str::FromStr for Protocol {
             "udp" => Ok(Protocol::Udp),
             "udt" => Ok(Protocol::Udt),
             "sctp" => Ok(Protocol::Sctp),
-            _ => Err(unknown(s, Self::NAMES)),
+            _ => match s.parse() {
+                Ok(b) => Ok(Protocol::Blast(b)),
+                Err(_) => Err(unknown(s, Self::NAMES)),
+            },
         }
     }
 }

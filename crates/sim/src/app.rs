@@ -1,5 +1,6 @@
 //! Traffic: what flows a scenario runs, and their per-run state.
 
+use longhaul_proto::blast::{BlastConfig, BlastConnection};
 use longhaul_proto::sctp::{SctpAssociation, SctpConfig};
 use longhaul_proto::tcp::{TcpConfig, TcpConnection};
 use longhaul_proto::udt::{UdtConnConfig, UdtConnection};
@@ -88,6 +89,22 @@ pub struct UdtFlowSpec {
     pub size: Option<u64>,
 }
 
+/// A UDP blast transfer (RBUDP, Tsunami or SABUL) of a finite size: data over UDP,
+/// control over a TCP connection of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlastFlowSpec {
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// The protocol and its parameters (both ends).
+    pub config: BlastConfig,
+    /// The control connection's TCP.
+    pub control: TcpConfig,
+    /// When the receiver opens the control connection.
+    pub start: Instant,
+}
+
 /// How a UDP source spaces its packets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrivals {
@@ -129,6 +146,8 @@ pub enum FlowSpec {
     Udt(UdtFlowSpec),
     /// SCTP.
     Sctp(SctpFlowSpec),
+    /// RBUDP, Tsunami or SABUL.
+    Blast(BlastFlowSpec),
 }
 
 impl FlowSpec {
@@ -139,6 +158,7 @@ impl FlowSpec {
             FlowSpec::Udp(u) => (u.from, u.to),
             FlowSpec::Udt(u) => (u.from, u.to),
             FlowSpec::Sctp(u) => (u.from, u.to),
+            FlowSpec::Blast(u) => (u.from, u.to),
         }
     }
     /// Start time.
@@ -148,6 +168,7 @@ impl FlowSpec {
             FlowSpec::Udp(u) => u.start,
             FlowSpec::Udt(u) => u.start,
             FlowSpec::Sctp(u) => u.start,
+            FlowSpec::Blast(u) => u.start,
         }
     }
 }
@@ -190,6 +211,39 @@ pub(crate) struct UdtFlow {
     /// Bytes not yet handed to the sender (`u64::MAX`: endless).
     pub unsent: u64,
 }
+
+/// A blast transfer's run-time state: the data ends, and the control connection
+/// with the messages on it.
+///
+/// The simulator's TCP carries byte counts, not bytes, so each control message
+/// travels as its frame's length on the connection and its bytes wait here beside
+/// it, taken by the peer once its TCP has delivered the frame's last byte in order
+/// (what reading the stream would give; the engines parse real frames).
+#[derive(Debug)]
+pub(crate) struct BlastFlow {
+    pub spec: BlastFlowSpec,
+    /// `[sender, receiver]`.
+    pub ends: [BlastConnection; 2],
+    pub timer_at: [Option<Instant>; 2],
+    /// The control connection, `[sender's end, receiver's end]`.
+    pub control: [Control; 2],
+    pub control_timer_at: [Option<Instant>; 2],
+    /// Frames written by end `i` and not yet read by the other: the offset in
+    /// `i`'s stream just past each, and its bytes.
+    pub mail: [std::collections::VecDeque<(u64, Vec<u8>)>; 2],
+    /// Bytes end `i` has written on the control connection.
+    pub written: [u64; 2],
+    /// Whether each end was told the control connection is up.
+    pub connected: [bool; 2],
+    /// Whether each side's blast end took control input not yet acted on.
+    pub nudge: [bool; 2],
+    pub completed_at: Option<Instant>,
+}
+
+/// A blast transfer's control connection (the simulator drives it as an engine of
+/// its own; see `simulation::engines`).
+#[derive(Debug)]
+pub(crate) struct Control(pub TcpConnection);
 
 /// A UDP flow's run-time state.
 #[derive(Debug)]
@@ -234,6 +288,7 @@ pub(crate) enum Flow {
     Udp(Box<UdpFlow>),
     Udt(Box<UdtFlow>),
     Sctp(Box<SctpFlow>),
+    Blast(Box<BlastFlow>),
 }
 
 impl Flow {
@@ -244,6 +299,7 @@ impl Flow {
             Flow::Udp(u) => u.recv_bytes,
             Flow::Udt(u) => u.ends[1].delivered_bytes(),
             Flow::Sctp(s) => s.delivered,
+            Flow::Blast(b) => b.ends[1].received_bytes(),
         }
     }
 }

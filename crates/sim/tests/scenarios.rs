@@ -406,6 +406,7 @@ name = "ar-udt"
             longhaul_sim::app::FlowSpec::Udt(_) => "udt",
             longhaul_sim::app::FlowSpec::Udp(_) => "udp",
             longhaul_sim::app::FlowSpec::Sctp(_) => "sctp",
+            longhaul_sim::app::FlowSpec::Blast(_) => "blast",
         })
         .collect();
     assert_eq!(protocols, ["tcp", "tcp", "udt", "udt", "udt", "udt"]);

@@ -44,7 +44,7 @@ use crate::time::{Bandwidth, Duration, Instant};
 const IP_UDP: u64 = 28;
 
 /// Which protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scheme {
     /// Reliable Blast UDP.
     Rbudp,

@@ -38,6 +38,7 @@
 
 use std::path::{Path, PathBuf};
 
+use longhaul_proto::blast::Scheme;
 use longhaul_proto::{Duration, Instant};
 use serde::Deserialize;
 
@@ -47,6 +48,7 @@ use crate::topology::{LinkSpec, Topology, MAX_NODES};
 
 use longhaul_model::units::{parse_rate, parse_size};
 
+mod blast;
 mod diffserv;
 mod document;
 mod flows;
@@ -184,6 +186,14 @@ impl Scenario {
                         by_size.map_or(by_rate, |s| s.min(by_rate)),
                         secs,
                     )
+                }
+                FlowSpec::Blast(b) => {
+                    let secs = active(b.start);
+                    let c = &b.config;
+                    let by_size = c.size as f64 / c.block_len() as f64;
+                    let rate = path_rate(from, to).min(c.rate.as_bps() as f64);
+                    let by_rate = rate * secs / (8.0 * (f64::from(c.datagram) + 28.0));
+                    ("the blast flow", by_size.min(by_rate), secs)
                 }
                 FlowSpec::Sctp(c) => {
                     let secs = active(c.start);
@@ -420,6 +430,9 @@ impl Loader<'_> {
                 FlowFile::Udp(u) => (&u.from, &u.to, &u.start),
                 FlowFile::Udt(u) => (&u.from, &u.to, &u.start),
                 FlowFile::Sctp(u) => (&u.from, &u.to, &u.start),
+                FlowFile::Rbudp(b) | FlowFile::Tsunami(b) | FlowFile::Sabul(b) => {
+                    (&b.from, &b.to, &b.start)
+                }
             };
             let (dfrom, dto) = default_ends(i);
             let from = self.host(
@@ -445,6 +458,15 @@ impl Loader<'_> {
                 FlowFile::Udp(u) => FlowSpec::Udp(self.udp_flow(&key, u, from, to, start)?),
                 FlowFile::Udt(u) => FlowSpec::Udt(self.udt_flow(&key, u, from, to, start, f.seed)?),
                 FlowFile::Sctp(u) => FlowSpec::Sctp(self.sctp_flow(&key, u, from, to, start)?),
+                FlowFile::Rbudp(b) => {
+                    FlowSpec::Blast(self.blast_flow(&key, Scheme::Rbudp, b, from, to, start)?)
+                }
+                FlowFile::Tsunami(b) => {
+                    FlowSpec::Blast(self.blast_flow(&key, Scheme::Tsunami, b, from, to, start)?)
+                }
+                FlowFile::Sabul(b) => {
+                    FlowSpec::Blast(self.blast_flow(&key, Scheme::Sabul, b, from, to, start)?)
+                }
             });
         }
         let hosts = self.hosts(&topology, &f.host)?;

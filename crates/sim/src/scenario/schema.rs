@@ -27,6 +27,7 @@ pub(super) fn locate(doc: &toml::Value) -> Option<(String, String)> {
                 Protocol::Udp => first_error::<UdpFlowFile>(t),
                 Protocol::Udt => first_error::<UdtFlowFile>(t),
                 Protocol::Sctp => first_error::<SctpFlowFile>(t),
+                Protocol::Blast(_) => first_error::<BlastFlowFile>(t),
             };
         }
         match (tag, kind) {
@@ -336,6 +337,29 @@ pub(super) enum FlowFile {
     Udp(UdpFlowFile),
     Udt(Box<UdtFlowFile>),
     Sctp(Box<SctpFlowFile>),
+    Rbudp(Box<BlastFlowFile>),
+    Tsunami(Box<BlastFlowFile>),
+    Sabul(Box<BlastFlowFile>),
+}
+
+/// `protocol = "rbudp" | "tsunami" | "sabul"`: a UDP blast transfer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BlastFlowFile {
+    pub(super) from: Option<String>,
+    pub(super) to: Option<String>,
+    pub(super) start: Option<String>,
+    pub(super) size: Option<String>,
+    /// RBUDP's blast rate, Tsunami's target rate, SABUL's fastest rate.
+    pub(super) rate: Option<String>,
+    /// UDP payload per datagram, bytes.
+    pub(super) datagram: Option<u16>,
+    /// Tsunami: the loss it accepts before slowing, percent.
+    pub(super) error_rate: Option<f64>,
+    /// Tsunami: the client's update period.
+    pub(super) update: Option<String>,
+    /// SABUL: blocks in flight at most.
+    pub(super) window: Option<u32>,
 }
 
 /// `files = { count, size, message }`: the SCTP study's round-robin writer.

@@ -2,7 +2,7 @@
 //! stations, ingress rules, captures and the packet pool, from a checked scenario.
 //! Nothing here runs; [`Simulation::run`] starts the clock.
 
-use crate::app::{Flow, FlowSpec, SctpFlow, TcpFlow, UdpFlow, UdtFlow};
+use crate::app::{BlastFlow, Control, Flow, FlowSpec, SctpFlow, TcpFlow, UdpFlow, UdtFlow};
 use crate::basestation::{SnoopMode, StationRt};
 use crate::diffserv::policy::Rule;
 use crate::link::{Link, QueueLimit};
@@ -11,7 +11,9 @@ use crate::pcap::PcapWriter;
 use crate::scheduler::{Event, Scheduler};
 use crate::snoop::SnoopStats;
 use crate::topology::{node_addr, NodeKind, Topology};
+use longhaul_proto::blast::BlastConnection;
 use longhaul_proto::sctp::SctpAssociation;
+use longhaul_proto::tcp::TcpConfig;
 use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::udt::{UdtConnConfig, UdtConnection};
 use longhaul_proto::Instant;
@@ -91,36 +93,8 @@ impl Simulation {
             sched.schedule(f.start(), Event::FlowStart(fi));
             match f {
                 FlowSpec::Tcp(spec) => {
-                    let mut cfg_tcp = spec.config;
-                    cfg_tcp.checksum = Checksum::None;
-                    let (sp, rp) = (TCP_SENDER_PORT + port_off, TCP_RECEIVER_PORT + port_off);
-                    // Initial sequence numbers from the seed: deterministic, but not
-                    // all zero, so wrap-around is exercised.
-                    let iss = (cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
-                    let sender = TcpConnection::new(
-                        cfg_tcp,
-                        (node_addr(from), sp),
-                        (node_addr(to), rp),
-                        iss.wrapping_add(fi.wrapping_mul(7919)),
-                    );
-                    let receiver = TcpConnection::new(
-                        cfg_tcp,
-                        (node_addr(to), rp),
-                        (node_addr(from), sp),
-                        iss.wrapping_add(fi.wrapping_mul(104_729)),
-                    );
-                    nodes[from].add_endpoint(Endpoint {
-                        protocol: 6,
-                        port: sp,
-                        flow: fi,
-                        side: 0,
-                    });
-                    nodes[to].add_endpoint(Endpoint {
-                        protocol: 6,
-                        port: rp,
-                        flow: fi,
-                        side: 1,
-                    });
+                    let [sender, receiver] =
+                        tcp_pair(spec.config, &mut nodes, (from, to), port_off, cfg.seed);
                     rt_flows.push(Flow::Tcp(Box::new(TcpFlow {
                         spec,
                         ends: [sender, receiver],
@@ -158,6 +132,33 @@ impl Simulation {
                         completed_at: None,
                         delivered: 0,
                         next_write: 0,
+                    })));
+                }
+                FlowSpec::Blast(spec) => {
+                    let [a, b] = tcp_pair(spec.control, &mut nodes, (from, to), port_off, cfg.seed);
+                    let (sp, rp) = (UDT_SENDER_PORT + port_off, UDT_RECEIVER_PORT + port_off);
+                    for (node, port, side) in [(from, sp, 0), (to, rp, 1)] {
+                        nodes[node].add_endpoint(Endpoint {
+                            protocol: 17,
+                            port,
+                            flow: fi,
+                            side,
+                        });
+                    }
+                    rt_flows.push(Flow::Blast(Box::new(BlastFlow {
+                        ends: [
+                            BlastConnection::sender(spec.config),
+                            BlastConnection::receiver(spec.config),
+                        ],
+                        spec,
+                        timer_at: [None; 2],
+                        control: [Control(a), Control(b)],
+                        control_timer_at: [None; 2],
+                        mail: Default::default(),
+                        written: [0; 2],
+                        connected: [false; 2],
+                        nudge: [false; 2],
+                        completed_at: None,
                     })));
                 }
                 FlowSpec::Udp(spec) => {
@@ -318,4 +319,43 @@ pub(super) fn packets_in_flight(links: &[Link]) -> usize {
         })
         .sum();
     n.min(1 << 18) as usize
+}
+
+/// The two ends of flow `fi`'s TCP connection (`port_off` its index) from
+/// `ends.0` to `ends.1`, registered at their hosts: a TCP flow, or a blast
+/// transfer's control connection (the flow index tells the protocols' ports apart).
+fn tcp_pair(
+    mut c: TcpConfig,
+    nodes: &mut [NodeRt],
+    (from, to): (usize, usize),
+    port_off: u16,
+    seed: u64,
+) -> [TcpConnection; 2] {
+    c.checksum = Checksum::None;
+    let fi = u32::from(port_off);
+    let (sp, rp) = (TCP_SENDER_PORT + port_off, TCP_RECEIVER_PORT + port_off);
+    // Initial sequence numbers from the seed: deterministic, but not all zero, so
+    // wrap-around is exercised.
+    let iss = (seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as u32;
+    let sender = TcpConnection::new(
+        c,
+        (node_addr(from), sp),
+        (node_addr(to), rp),
+        iss.wrapping_add(fi.wrapping_mul(7919)),
+    );
+    let receiver = TcpConnection::new(
+        c,
+        (node_addr(to), rp),
+        (node_addr(from), sp),
+        iss.wrapping_add(fi.wrapping_mul(104_729)),
+    );
+    for (node, port, side) in [(from, sp, 0), (to, rp, 1)] {
+        nodes[node].add_endpoint(Endpoint {
+            protocol: 6,
+            port,
+            flow: fi,
+            side,
+        });
+    }
+    [sender, receiver]
 }

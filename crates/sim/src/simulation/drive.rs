@@ -4,6 +4,7 @@
 //! is in `engines.rs`). Flows start here, and constant-rate or Poisson UDP sources
 //! send.
 
+use longhaul_proto::blast::BlastConnection;
 use longhaul_proto::sctp::SctpAssociation;
 use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::udt::UdtConnection;
@@ -13,7 +14,7 @@ use rand::Rng;
 
 use super::engines::{Bytes, Driven};
 use super::{rearm, Simulation, CONTROL_FLAG, IP_UDP, UDP_PORT};
-use crate::app::{Arrivals, Flow};
+use crate::app::{Arrivals, Control, Flow};
 use crate::packet::PacketId;
 use crate::scheduler::Event;
 use crate::topology::node_addr;
@@ -87,6 +88,10 @@ impl Simulation {
             Flow::Tcp(_) => self.receive::<TcpConnection>(now, f, side, pkt),
             Flow::Udt(_) => self.receive::<UdtConnection>(now, f, side, pkt),
             Flow::Sctp(_) => self.receive::<SctpAssociation>(now, f, side, pkt),
+            Flow::Blast(_) if protocol == u8::from(IpProtocol::Tcp) => {
+                self.receive::<Control>(now, f, side, pkt)
+            }
+            Flow::Blast(_) => self.receive::<BlastConnection>(now, f, side, pkt),
             Flow::Udp(u) => {
                 let d = now.saturating_duration_since(p.sent_at).as_nanos() as u64;
                 u.recv_pkts += 1;
@@ -171,7 +176,7 @@ impl Simulation {
             &mut self.sched,
             timer,
             deadline,
-            Event::Timer(f as u32, side as u8),
+            Event::Timer(f as u32, 2 * E::ENGINE + side as u8),
         );
         if let (Some(d), 1) = (*timer, side) {
             // (Read only for early hosts: see `catch_up`.)
@@ -180,6 +185,15 @@ impl Simulation {
         }
         if let (Some((t, c)), 1) = (channel, side) {
             self.channel_progress(now, t as usize, usize::from(c));
+        }
+        if E::PAIRED && E::hand_over(E::record(&mut self.flows[f]).expect("same flow"), side, now) {
+            // A blast transfer: its data end wrote control frames, or its control
+            // connection delivered some (or came up).
+            if E::ENGINE == 0 {
+                self.drive::<Control>(now, f, side);
+            } else {
+                self.drive::<BlastConnection>(now, f, side);
+            }
         }
     }
 
@@ -246,6 +260,8 @@ impl Simulation {
             Flow::Tcp(_) => self.expire::<TcpConnection>(now, f, side),
             Flow::Udt(_) => self.expire::<UdtConnection>(now, f, side),
             Flow::Sctp(_) => self.expire::<SctpAssociation>(now, f, side),
+            Flow::Blast(_) if side >= 2 => self.expire::<Control>(now, f, side - 2),
+            Flow::Blast(_) => self.expire::<BlastConnection>(now, f, side),
             Flow::Udp(_) => {}
         }
     }
@@ -298,6 +314,13 @@ impl Simulation {
                 s.ends[1].listen().expect("fresh association");
                 s.ends[0].connect(now).expect("fresh association");
                 self.drive::<SctpAssociation>(now, f, 0);
+            }
+            Flow::Blast(b) => {
+                // The receiver opens the control connection, as the clients of
+                // Tsunami and SABUL do (RBUDP's sender waits for it the same way).
+                b.control[0].0.listen().expect("fresh connection");
+                b.control[1].0.connect(now).expect("fresh connection");
+                self.drive::<Control>(now, f, 1);
             }
         }
     }

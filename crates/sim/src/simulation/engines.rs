@@ -3,13 +3,14 @@
 //! engine's I/O. One implementation per protocol, each a few lines; the driving
 //! itself (`drive.rs`) is one generic path for all of them.
 
+use longhaul_proto::blast::{BlastConnection, Event as BlastEvent};
 use longhaul_proto::sctp::{Event as SctpEvent, SctpAssociation};
 use longhaul_proto::tcp::{Event as TcpEvent, TcpConnection};
 use longhaul_proto::udt::{Event as UdtEvent, State as UdtState, UdtConnection};
-use longhaul_proto::{Engine, Instant};
+use longhaul_proto::{Engine, Instant, Layer, Transmit};
 
 use super::{SCTP_BACKLOG, TCP_RECEIVER_PORT, TCP_SENDER_PORT, UDT_RECEIVER_PORT, UDT_SENDER_PORT};
-use crate::app::{Flow, SctpFlow, TcpFlow, UdtFlow};
+use crate::app::{BlastFlow, Control, Flow, SctpFlow, TcpFlow, UdtFlow};
 
 /// Whether an engine's packets carry their bytes through the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +31,13 @@ pub(super) trait Driven: Engine + Sized {
     const BYTES: Bytes;
     /// Port bases of the sending and the receiving end (plus the flow's index).
     const PORTS: [u16; 2];
+    /// Which of its flow's engines this is: 0, or 1 for the second engine of a flow
+    /// with two (a blast transfer's control connection). Its ends' timer events
+    /// are numbered `2 * ENGINE + side`.
+    const ENGINE: u8 = 0;
+    /// Whether its flow has a second engine ([`hand_over`](Self::hand_over) is
+    /// asked only then).
+    const PAIRED: bool = false;
 
     /// The record, if `flow` is of this protocol.
     fn record(flow: &mut Flow) -> Option<&mut Self::Flow>;
@@ -48,6 +56,12 @@ pub(super) trait Driven: Engine + Sized {
     /// The application at `side` takes event `ev`; true if it read data, which may
     /// open the receive window (the end is then polled to transmit again).
     fn on_event(r: &mut Self::Flow, side: usize, now: Instant, ev: Self::Event) -> bool;
+    /// In a flow with two engines, hands what end `side` of this one produced for
+    /// the other engine's end at the same side across; true if that end must now be
+    /// driven.
+    fn hand_over(_r: &mut Self::Flow, _side: usize, _now: Instant) -> bool {
+        false
+    }
 }
 
 impl Driven for TcpConnection {
@@ -200,5 +214,117 @@ impl Driven for SctpAssociation {
             s.completed_at.get_or_insert(now);
         }
         read
+    }
+}
+
+impl Driven for BlastConnection {
+    type Flow = BlastFlow;
+    const BYTES: Bytes = Bytes::Elided;
+    // UDP, like UDT's: the flow index keeps the two apart.
+    const PORTS: [u16; 2] = [UDT_SENDER_PORT, UDT_RECEIVER_PORT];
+    const PAIRED: bool = true;
+
+    fn record(flow: &mut Flow) -> Option<&mut BlastFlow> {
+        match flow {
+            Flow::Blast(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn ends(r: &mut BlastFlow) -> &mut [Self; 2] {
+        &mut r.ends
+    }
+    fn timers(r: &mut BlastFlow) -> &mut [Option<Instant>; 2] {
+        &mut r.timer_at
+    }
+    fn hosts(r: &BlastFlow) -> (usize, usize) {
+        (r.spec.from, r.spec.to)
+    }
+    fn on_event(r: &mut BlastFlow, side: usize, now: Instant, ev: BlastEvent) -> bool {
+        if (side, ev) == (1, BlastEvent::Complete) {
+            r.completed_at.get_or_insert(now);
+        }
+        false
+    }
+    /// Control frames this end wrote go on its TCP connection: their lengths as
+    /// bytes to send, their bytes into the mailbox.
+    fn hand_over(r: &mut BlastFlow, side: usize, _now: Instant) -> bool {
+        let mut any = false;
+        let mut frame = vec![];
+        while r.ends[side].poll_control(&mut frame) {
+            let len = core::mem::take(&mut frame);
+            r.written[side] += len.len() as u64;
+            // The connection is never closed, so a write cannot fail.
+            let _ = r.control[side].0.send(len.len() as u64);
+            r.mail[side].push_back((r.written[side], len));
+            any = true;
+        }
+        any
+    }
+}
+
+/// A blast transfer's control connection: the simulator's TCP, driven as the
+/// flow's second engine.
+impl Engine for Control {
+    type Event = TcpEvent;
+    const LAYER: Layer = Layer::Ip;
+
+    fn handle_datagram(&mut self, now: Instant, datagram: &[u8], wire_len: usize) {
+        self.0.handle_datagram(now, datagram, wire_len)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.0.handle_timeout(now)
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.0.poll_transmit(now, buf)
+    }
+    fn poll_event(&mut self) -> Option<TcpEvent> {
+        self.0.poll_event()
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.0.poll_timeout()
+    }
+}
+
+impl Driven for Control {
+    type Flow = BlastFlow;
+    const BYTES: Bytes = Bytes::Elided;
+    const PORTS: [u16; 2] = [TCP_SENDER_PORT, TCP_RECEIVER_PORT];
+    const ENGINE: u8 = 1;
+    const PAIRED: bool = true;
+
+    fn record(flow: &mut Flow) -> Option<&mut BlastFlow> {
+        match flow {
+            Flow::Blast(b) => Some(b),
+            _ => None,
+        }
+    }
+    fn ends(r: &mut BlastFlow) -> &mut [Self; 2] {
+        &mut r.control
+    }
+    fn timers(r: &mut BlastFlow) -> &mut [Option<Instant>; 2] {
+        &mut r.control_timer_at
+    }
+    fn hosts(r: &BlastFlow) -> (usize, usize) {
+        (r.spec.from, r.spec.to)
+    }
+    fn on_event(r: &mut BlastFlow, side: usize, now: Instant, ev: TcpEvent) -> bool {
+        if ev == TcpEvent::Connected && !r.connected[side] {
+            r.connected[side] = true;
+            r.ends[side].control_connected(now);
+            r.nudge[side] = true;
+        }
+        false
+    }
+    /// Frames the peer wrote whose last byte this end's TCP has now delivered in
+    /// order go to this side's blast end.
+    fn hand_over(r: &mut BlastFlow, side: usize, now: Instant) -> bool {
+        let delivered = r.control[side].0.delivered_bytes();
+        let inbox = &mut r.mail[1 - side];
+        while inbox.front().is_some_and(|(end, _)| *end <= delivered) {
+            let (_, bytes) = inbox.pop_front().expect("just seen");
+            r.ends[side].handle_control(now, &bytes);
+            r.nudge[side] = true;
+        }
+        core::mem::take(&mut r.nudge[side])
     }
 }

@@ -235,6 +235,23 @@ pub(super) fn flow_summary(i: usize, f: &Flow, topo: &Topology, end: Instant) ->
             }
             (u.spec.start, u.spec.stop.unwrap_or(end).min(end))
         }
+        Flow::Blast(b) => {
+            let (s0, s1) = (b.ends[0].stats(), b.ends[1].stats());
+            s.protocol = Protocol::Blast(b.spec.config.scheme).name().into();
+            s.from = topo.nodes[b.spec.from].name.clone();
+            s.to = topo.nodes[b.spec.to].name.clone();
+            s.retransmits = Some(s0.retransmitted);
+            s.data_segments_sent = Some(s0.originals);
+            s.sent_pkts = Some(s0.originals + s0.retransmitted);
+            s.received_pkts = Some(s1.received);
+            s.loss_rate = s
+                .sent_pkts
+                .filter(|&n| n > 0)
+                .map(|n| 1.0 - s1.received as f64 / n as f64);
+            s.srtt_ms = b.control[0].0.rtt().srtt().map(|d| d.as_secs_f64() * 1e3);
+            s.completion_time_s = b.completed_at.map(|c| (c - b.spec.start).as_secs_f64());
+            (b.spec.start, b.completed_at.unwrap_or(end))
+        }
         Flow::Udt(u) => {
             let c = &u.ends[0];
             let st = c.stats();

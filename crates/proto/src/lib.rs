@@ -18,7 +18,9 @@
 //! AR-UDT's rate control, SCTP's per-destination window),
 //! a TCP engine with SACK (RFC 2018/6675) meant for simulation (it tracks byte counts,
 //! not payload content), a UDT engine wire-compatible with UDT4 4.11, and an SCTP
-//! association (RFC 9260) that carries real message bytes. The block manager of a
+//! association (RFC 9260) that carries real message bytes, and the UDP blast protocols
+//! RBUDP, Tsunami and SABUL (data over UDP, control as a byte stream for a TCP
+//! connection). The block manager of a
 //! parallel transfer (striping files over channels, reassembling them in order) is
 //! here too, for the simulator and the real transfer tool alike. What is not: I/O
 //! (the simulator and `longhaul-net` drive these engines), and what an application

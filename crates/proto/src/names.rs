@@ -11,7 +11,7 @@ use crate::cc::{
     UdtProfile,
 };
 use crate::sctp::SctpConfig;
-use crate::tcp::TcpConfig;
+use crate::tcp::{TcpConfig, Timestamps};
 use crate::udt::RateControl;
 
 /// A name that is not one of `expected`.
@@ -266,6 +266,32 @@ impl SctpConfig {
             "rfc9260" => Ok(SctpConfig::RFC9260),
             "linux-2.6.15" => Ok(SctpConfig::LINUX_2_6_15),
             _ => Err(unknown(name, Self::PROFILES)),
+        }
+    }
+}
+
+impl Timestamps {
+    /// Every setting's name.
+    pub const NAMES: &'static [&'static str] = &["linux", "rfc7323", "off"];
+
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Timestamps::Linux => "linux",
+            Timestamps::Rfc7323 => "rfc7323",
+            Timestamps::Off => "off",
+        }
+    }
+}
+
+impl core::str::FromStr for Timestamps {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "linux" => Ok(Timestamps::Linux),
+            "rfc7323" => Ok(Timestamps::Rfc7323),
+            "off" => Ok(Timestamps::Off),
+            _ => Err(unknown(s, Self::NAMES)),
         }
     }
 }

@@ -475,6 +475,7 @@ mod tests {
             max_seg_size: None,
             window_scale: None,
             sack_permitted: false,
+            timestamp: None,
             sack_ranges: [None; 4],
             push: false,
             payload_len: MSS as usize,

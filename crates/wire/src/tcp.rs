@@ -1,6 +1,6 @@
 //! TCP (RFC 9293) with the options longhaul's engine negotiates: MSS, window scale
-//! (RFC 7323), SACK-permitted and SACK (RFC 2018). Timestamps are not emitted; on parse,
-//! unknown options are skipped by their length.
+//! and timestamps (RFC 7323), SACK-permitted and SACK (RFC 2018). On parse, unknown
+//! options are skipped by their length.
 
 use crate::{checksum, Checksum, Error, Ipv4Address, Result};
 
@@ -73,6 +73,56 @@ mod field {
     pub const OPT_WS: u8 = 3;
     pub const OPT_SACKPERM: u8 = 4;
     pub const OPT_SACKRNG: u8 = 5;
+    pub const OPT_TSTAMP: u8 = 8;
+}
+
+/// The timestamps option (RFC 7323 §3), 10 bytes, sent after two NOPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TcpTimestamp {
+    /// TSval: the sender's timestamp clock.
+    pub tsval: u32,
+    /// TSecr: the TSval echoed (0 on a SYN).
+    pub tsecr: u32,
+}
+
+/// Bytes the timestamps option takes with its two NOPs.
+pub const TIMESTAMP_OPTION_LEN: usize = 12;
+
+/// Writes NOP, NOP and the timestamps option at the front of `buf` (at least
+/// [`TIMESTAMP_OPTION_LEN`] bytes), the layout Linux sends.
+pub fn emit_timestamp_option(buf: &mut [u8], ts: TcpTimestamp) {
+    buf[..4].copy_from_slice(&[field::OPT_NOP, field::OPT_NOP, field::OPT_TSTAMP, 10]);
+    buf[4..8].copy_from_slice(&ts.tsval.to_be_bytes());
+    buf[8..12].copy_from_slice(&ts.tsecr.to_be_bytes());
+}
+
+/// The timestamps and SACK blocks of an options area in one of the layouts an
+/// established connection sends: nothing, NOP NOP TS, NOP NOP SACK, or NOP NOP TS
+/// followed by NOP NOP SACK (what [`emit_timestamp_option`] and
+/// [`emit_sack_option`] write, and what Linux and the BSDs send). `None` for any other
+/// options, which [`TcpRepr::parse`] reads; an engine's fast path takes the common
+/// cases with this.
+#[allow(clippy::type_complexity)]
+pub fn parse_fast_options(
+    opts: &[u8],
+) -> Option<(
+    Option<TcpTimestamp>,
+    [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS],
+)> {
+    let (ts, rest) = match opts {
+        [field::OPT_NOP, field::OPT_NOP, field::OPT_TSTAMP, 10, ..] if opts.len() >= 12 => (
+            Some(TcpTimestamp {
+                tsval: be32(opts, 4),
+                tsecr: be32(opts, 8),
+            }),
+            &opts[12..],
+        ),
+        _ => (None, opts),
+    };
+    if rest.is_empty() {
+        return Some((ts, [None; MAX_SACK_BLOCKS]));
+    }
+    parse_sack_option(rest).map(|s| (ts, s))
 }
 
 /// Writes the SACK option (RFC 2018 §3) for the blocks `ranges` yields (the first
@@ -141,6 +191,9 @@ pub const HEADER_LEN: usize = 20;
 pub const MAX_HEADER_LEN: usize = 60;
 /// Most SACK blocks one segment carries (without the timestamp option, RFC 2018 §3).
 pub const MAX_SACK_BLOCKS: usize = 4;
+/// Most SACK blocks beside the timestamps option: 40 bytes of options hold 12 + 2 +
+/// 8 x 3.
+pub const MAX_SACK_BLOCKS_WITH_TIMESTAMPS: usize = 3;
 
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
@@ -313,6 +366,8 @@ pub struct TcpRepr {
     pub window_scale: Option<u8>,
     /// SACK-permitted option (SYN only).
     pub sack_permitted: bool,
+    /// Timestamps option (RFC 7323).
+    pub timestamp: Option<TcpTimestamp>,
     /// SACK blocks `[left, right)`, most recent first (RFC 2018 §4).
     pub sack_ranges: [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS],
     /// PSH flag.
@@ -356,6 +411,7 @@ impl TcpRepr {
             max_seg_size: None,
             window_scale: None,
             sack_permitted: false,
+            timestamp: None,
             sack_ranges: [None; MAX_SACK_BLOCKS],
             push: packet.psh(),
             payload_len: segment_len - hl,
@@ -379,12 +435,23 @@ impl TcpRepr {
                 (field::OPT_MSS, 2) => repr.max_seg_size = Some(be16(body, 0)),
                 (field::OPT_WS, 1) => repr.window_scale = Some(body[0].min(14)),
                 (field::OPT_SACKPERM, 0) => repr.sack_permitted = true,
+                (field::OPT_TSTAMP, 8) => {
+                    repr.timestamp = Some(TcpTimestamp {
+                        tsval: be32(body, 0),
+                        tsecr: be32(body, 4),
+                    })
+                }
                 (field::OPT_SACKRNG, n) if n % 8 == 0 && n / 8 <= MAX_SACK_BLOCKS => {
                     repr.sack_ranges = sack_blocks(body);
                 }
-                (field::OPT_MSS | field::OPT_WS | field::OPT_SACKPERM | field::OPT_SACKRNG, _) => {
-                    return Err(Error::Malformed)
-                }
+                (
+                    field::OPT_MSS
+                    | field::OPT_WS
+                    | field::OPT_SACKPERM
+                    | field::OPT_SACKRNG
+                    | field::OPT_TSTAMP,
+                    _,
+                ) => return Err(Error::Malformed),
                 _ => {} // unknown option: skipped by its length
             }
             opts = &opts[len..];
@@ -402,6 +469,9 @@ impl TcpRepr {
         }
         if self.sack_permitted {
             n += 4; // NOP NOP + 2
+        }
+        if self.timestamp.is_some() {
+            n += TIMESTAMP_OPTION_LEN;
         }
         let blocks = self.sack_ranges.iter().flatten().count();
         if blocks > 0 {
@@ -474,6 +544,10 @@ impl TcpRepr {
             ]);
             at += 4;
         }
+        if let Some(ts) = self.timestamp {
+            emit_timestamp_option(&mut b[at..], ts);
+            at += TIMESTAMP_OPTION_LEN;
+        }
         at += emit_sack_option(&mut b[at..], self.sack_ranges.iter().flatten().copied());
         debug_assert_eq!(at, hl);
         if checksum == Checksum::Both {
@@ -493,6 +567,52 @@ mod tests {
     /// `parse_sack_option` reads back what `emit_sack_option` writes, one to four
     /// blocks, and nothing else: no blocks, five, a length byte that disagrees, another
     /// option kind or a leading EOL go to the general parser.
+    #[test]
+    fn fast_options_read_the_four_common_layouts_as_the_general_parser_does() {
+        let ts = TcpTimestamp {
+            tsval: 0x0102_0304,
+            tsecr: 0xfffe_fdfc,
+        };
+        let blocks = [
+            Some((TcpSeqNumber(100), TcpSeqNumber(200))),
+            Some((TcpSeqNumber(300), TcpSeqNumber(400))),
+            None,
+            None,
+        ];
+        for (timestamp, sack_ranges) in [
+            (None, [None; MAX_SACK_BLOCKS]),
+            (Some(ts), [None; MAX_SACK_BLOCKS]),
+            (None, blocks),
+            (Some(ts), blocks),
+        ] {
+            let r = TcpRepr {
+                src_port: 1,
+                dst_port: 2,
+                control: TcpControl::None,
+                seq_number: TcpSeqNumber(7),
+                ack_number: Some(TcpSeqNumber(9)),
+                window_len: 100,
+                max_seg_size: None,
+                window_scale: None,
+                sack_permitted: false,
+                timestamp,
+                sack_ranges,
+                push: false,
+                payload_len: 0,
+            };
+            let mut buf = [0u8; MAX_HEADER_LEN];
+            r.emit(&mut buf, SRC, DST, Checksum::None);
+            let opts = &buf[HEADER_LEN..r.header_len()];
+            assert_eq!(parse_fast_options(opts), Some((timestamp, sack_ranges)));
+        }
+        // TS after SACK, or a TS option of another length: the general parser's.
+        let mut odd = [0u8; 24];
+        emit_sack_option(&mut odd, [(TcpSeqNumber(1), TcpSeqNumber(2))]);
+        emit_timestamp_option(&mut odd[12..], ts);
+        assert_eq!(parse_fast_options(&odd), None);
+        assert_eq!(parse_fast_options(&[1, 1, 8, 6, 0, 0, 0, 0]), None);
+    }
+
     #[test]
     fn sack_option_round_trip_and_nothing_else() {
         let emitted = |n: usize| {
@@ -539,12 +659,17 @@ mod tests {
                   window_len in any::<u16>(), max_seg_size in proptest::option::of(any::<u16>()),
                   window_scale in proptest::option::of(0u8..=14), sack_permitted in any::<bool>(),
                   blocks in proptest::collection::vec((seq(), seq()), 0..=2),
+                  ts in proptest::option::of((any::<u32>(), any::<u32>())),
                   push in any::<bool>(), payload_len in 0usize..9000) -> TcpRepr {
-            // Options must fit in 40 bytes: 12 for the SYN options leaves room for 2 blocks.
+            // Options must fit in 40 bytes: 12 for the SYN options leaves room for 2
+            // blocks, or for timestamps and 1 block.
             let mut sack_ranges = [None; MAX_SACK_BLOCKS];
-            for (i, b) in blocks.into_iter().enumerate() { sack_ranges[i] = Some(b); }
+            let room = if ts.is_some() { 1 } else { 2 };
+            for (i, b) in blocks.into_iter().take(room).enumerate() { sack_ranges[i] = Some(b); }
+            let timestamp = ts.map(|(tsval, tsecr)| TcpTimestamp { tsval, tsecr });
             TcpRepr { src_port, dst_port, control, seq_number, ack_number, window_len,
-                      max_seg_size, window_scale, sack_permitted, sack_ranges, push, payload_len }
+                      max_seg_size, window_scale, sack_permitted, timestamp, sack_ranges, push,
+                      payload_len }
         }
     }
 
@@ -581,6 +706,7 @@ mod tests {
             max_seg_size: None,
             window_scale: None,
             sack_permitted: false,
+            timestamp: None,
             sack_ranges: [None; MAX_SACK_BLOCKS],
             push: false,
             payload_len: 0,
@@ -616,6 +742,7 @@ mod tests {
             max_seg_size: Some(1448),
             window_scale: Some(7),
             sack_permitted: true,
+            timestamp: None,
             sack_ranges: [None; MAX_SACK_BLOCKS],
             push: false,
             payload_len: 0,

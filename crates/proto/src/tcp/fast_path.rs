@@ -6,13 +6,15 @@
 //!
 //! The rest of an established connection's traffic is mostly plain too: out-of-order
 //! data, duplicate ACKs, and ACKs carrying SACK blocks in the layout every stack
-//! sends (NOP, NOP, SACK). Those skip the general parser (its IPv4 checks and option
+//! sends (NOP, NOP, SACK; the timestamps option before it when negotiated). Those
+//! skip the general parser (its IPv4 checks and option
 //! loop): their `TcpRepr` is read straight off the fixed offsets and goes to the same
 //! established-state processing. In a slow-start overshoot that is every segment
 //! for several round trips. Anything else (other options, flags other than ACK/PSH,
 //! FIN state) falls through to the general path, which would have done exactly the
 //! same for all of these.
 
+use longhaul_wire::tcp::TcpTimestamp;
 use longhaul_wire::{Ipv4Packet, TcpControl, TcpPacket, TcpRepr};
 
 use super::{State, TcpConnection, MAX_SACK_BLOCKS};
@@ -71,12 +73,17 @@ impl TcpConnection {
         let payload = (total - hdr) as u64;
         let seq = TcpSeqNumber(be32(d, 24));
         let ack = TcpSeqNumber(be32(d, 28));
+        let mut ts = None;
         if hdr > HDR {
-            let Some(sack_ranges) = longhaul_wire::tcp::parse_sack_option(&d[HDR..hdr]) else {
+            let Some((t, sack_ranges)) = longhaul_wire::tcp::parse_fast_options(&d[HDR..hdr])
+            else {
                 return false;
             };
-            self.process_plain(now, d, seq, ack, sack_ranges, payload);
-            return true;
+            if sack_ranges[0].is_some() {
+                self.process_plain(now, d, seq, ack, sack_ranges, t, payload);
+                return true;
+            }
+            ts = t;
         }
         let window = u64::from(be16(d, 34)) << self.snd_wscale;
         let una = self.board.una();
@@ -92,9 +99,10 @@ impl TcpConnection {
                 || ack_off != una as i64
                 || self.board.outstanding() != 0
             {
-                self.process_plain(now, d, seq, ack, [None; MAX_SACK_BLOCKS], payload);
+                self.process_plain(now, d, seq, ack, [None; MAX_SACK_BLOCKS], ts, payload);
                 return true;
             }
+            self.take_timestamp(seq, ts);
             self.peer_window = window;
             self.rcv_nxt = end;
             self.unacked_segments += 1;
@@ -116,16 +124,17 @@ impl TcpConnection {
             || ack_off > self.board.max() as i64
             || seq != self.irs + 1 + self.rcv_nxt as u32
         {
-            self.process_plain(now, d, seq, ack, [None; MAX_SACK_BLOCKS], payload);
+            self.process_plain(now, d, seq, ack, [None; MAX_SACK_BLOCKS], ts, payload);
             return true;
         }
+        let tsecr = self.take_timestamp(seq, ts);
         let ack_off = ack_off as u64;
         self.peer_window = window;
         let prior_in_flight = self.in_flight();
         if self.model_based {
             self.board.begin_rate_sample();
         }
-        let cum = self.on_cumulative_ack(now, una, ack_off);
+        let cum = self.on_cumulative_ack(now, una, ack_off, tsecr);
         let sample = AckSample::new(cum.newly_acked, prior_in_flight, self.rtt.srtt()).with_rtt(
             cum.rtt_sample_from
                 .map(|sent| now.saturating_duration_since(sent)),
@@ -138,9 +147,10 @@ impl TcpConnection {
     }
 
     /// An established-state segment with only ACK (and PSH) set and no options but
-    /// SACK blocks, that header prediction did not take: the general processing, with
-    /// the `TcpRepr` the general parser would have built.
+    /// timestamps and SACK blocks, that header prediction did not take: the general
+    /// processing, with the `TcpRepr` the general parser would have built.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn process_plain(
         &mut self,
         now: Instant,
@@ -148,6 +158,7 @@ impl TcpConnection {
         seq: TcpSeqNumber,
         ack: TcpSeqNumber,
         sack_ranges: SackRanges,
+        timestamp: Option<TcpTimestamp>,
         payload: u64,
     ) {
         let repr = TcpRepr {
@@ -160,6 +171,7 @@ impl TcpConnection {
             max_seg_size: None,
             window_scale: None,
             sack_permitted: false,
+            timestamp,
             sack_ranges,
             push: d[20 + 13] & PSH != 0,
             payload_len: payload as usize,

@@ -6,12 +6,12 @@ use super::scoreboard::Scoreboard;
 use crate::cc::{AckSample, AnyController, CongestionControl};
 use crate::seq::unwrap_tcp;
 use crate::time::Instant;
-use longhaul_wire::tcp::MAX_SACK_BLOCKS;
+use longhaul_wire::tcp::{TcpTimestamp, MAX_SACK_BLOCKS};
 use longhaul_wire::{
     IpProtocol, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
 
-use super::{Event, State, TcpConnection};
+use super::{Event, State, TcpConnection, Timestamps};
 
 impl TcpConnection {
     /// Processes an IPv4 datagram (payload may be elided). Anything that is not a
@@ -119,6 +119,52 @@ impl TcpConnection {
         if let Some(mss) = repr.max_seg_size {
             self.smss = self.smss.min(u64::from(mss)).max(64);
         }
+        //= https://www.rfc-editor.org/rfc/rfc7323#section-3.2
+        //# A TCP MAY send the TSopt in an initial <SYN> segment (i.e., segment
+        //# containing a SYN bit and no ACK bit), and MAY send a TSopt in <SYN,ACK>
+        //# only if it received a TSopt in the initial <SYN> segment for the
+        //# connection.
+        self.ts_ok = self.cfg.timestamps != Timestamps::Off && repr.timestamp.is_some();
+        if let (true, Some(ts)) = (self.ts_ok, repr.timestamp) {
+            self.ts_recent = ts.tsval;
+        }
+    }
+
+    /// Takes an established-state segment's timestamps: TS.Recent moves on, and the
+    /// echo is returned for timing.
+    #[inline(always)]
+    pub(super) fn take_timestamp(
+        &mut self,
+        seq: TcpSeqNumber,
+        ts: Option<TcpTimestamp>,
+    ) -> Option<u32> {
+        let ts = ts.filter(|_| self.ts_ok)?;
+        //= https://www.rfc-editor.org/rfc/rfc7323#section-4.3
+        //# If SEG.TSval >= TS.Recent and SEG.SEQ <= Last.ACK.sent, then SEG.TSval
+        //# is copied to TS.Recent; otherwise, it is ignored.
+        if ts.tsval.wrapping_sub(self.ts_recent) as i32 >= 0 && seq <= self.last_ack_sent {
+            self.ts_recent = ts.tsval;
+        }
+        (ts.tsecr != 0).then_some(ts.tsecr)
+    }
+
+    /// An RTT sample for an ACK of new data: from the segment's send time or from the
+    /// echo, as [`Timestamps`] says.
+    #[inline(always)]
+    fn rtt_sample(&mut self, now: Instant, sent: Option<Instant>, tsecr: Option<u32>) {
+        let echo = tsecr.filter(|_| self.ts_ok).map(|e| {
+            // Linux counts a sub-millisecond echo as 1 ms (`tcp_rtt_tsopt_us`).
+            let ms = (self.tsval(now).wrapping_sub(e) as i32).max(1);
+            ms as u64 * 1_000_000
+        });
+        let sample = match (self.cfg.timestamps, sent, echo) {
+            (Timestamps::Rfc7323, _, Some(e)) => Some(e),
+            (_, Some(sent), _) => Some(now.nanos_since(sent)),
+            (_, None, e) => e,
+        };
+        if let Some(ns) = sample {
+            self.rtt.on_sample_nanos(ns);
+        }
     }
 
     pub(super) fn establish(&mut self, now: Instant) {
@@ -154,8 +200,9 @@ impl TcpConnection {
             self.ack_now = true;
             return;
         }
+        let tsecr = self.take_timestamp(repr.seq_number, repr.timestamp);
         if let Some(ack) = repr.ack_number {
-            self.process_ack(now, repr, ack);
+            self.process_ack(now, repr, ack, tsecr);
         }
         self.process_data(now, repr);
     }
@@ -164,7 +211,13 @@ impl TcpConnection {
         self.iss + 1 + offset as u32
     }
 
-    pub(super) fn process_ack(&mut self, now: Instant, repr: &TcpRepr, ack: TcpSeqNumber) {
+    pub(super) fn process_ack(
+        &mut self,
+        now: Instant,
+        repr: &TcpRepr,
+        ack: TcpSeqNumber,
+        tsecr: Option<u32>,
+    ) {
         let una = self.board.una();
         let mut ack_off = unwrap_tcp(ack, self.seq_of_snd(una), una);
         let end_with_fin = self.board.max() + u64::from(self.fin_sent);
@@ -201,7 +254,7 @@ impl TcpConnection {
 
         let mut rtt_from = None;
         if ack_off > una {
-            let cum = self.on_cumulative_ack(now, una, ack_off);
+            let cum = self.on_cumulative_ack(now, una, ack_off, tsecr);
             rtt_from = cum.rtt_sample_from;
             match self.recovery {
                 Some(point) if ack_off >= point => {
@@ -277,6 +330,7 @@ impl TcpConnection {
         now: Instant,
         una: u64,
         ack_off: u64,
+        tsecr: Option<u32>,
     ) -> super::scoreboard::CumAck {
         let cum = self.board.on_cumulative_ack(ack_off, now);
         // The round of the newest byte acknowledged: data sent from now on belongs
@@ -296,9 +350,7 @@ impl TcpConnection {
         if let Some(r) = newest {
             self.send_round = self.send_round.max(r + 1);
         }
-        if let Some(sent) = cum.rtt_sample_from {
-            self.rtt.on_sample_nanos(now.nanos_since(sent));
-        }
+        self.rtt_sample(now, cum.rtt_sample_from, tsecr);
         if self.reno_sacked > 0 {
             let acked_segs = (ack_off - una).div_ceil(self.smss);
             self.reno_sacked = self.reno_sacked.saturating_sub(acked_segs * self.smss);

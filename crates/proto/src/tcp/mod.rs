@@ -135,6 +135,8 @@ pub struct TcpConfig {
     /// segment is yet unacknowledged), and later bytes coalesce into full segments
     /// behind it. Off: every short segment waits for [`TcpConnection::close`].
     pub push_first_write: bool,
+    /// The timestamps option (RFC 7323) and where RTT samples come from.
+    pub timestamps: Timestamps,
     /// Header prediction: handle the two common segments (in-order data, a plain
     /// cumulative ACK) without the general parser. Results are identical either way
     /// (a test holds them to that); the switch exists so that they can be compared.
@@ -161,6 +163,7 @@ impl Default for TcpConfig {
             checksum: Checksum::Both,
             header_prediction: true,
             push_first_write: false,
+            timestamps: Timestamps::Linux,
         }
     }
 }
@@ -193,6 +196,26 @@ impl TcpConfig {
             ..TcpConfig::default()
         }
     }
+}
+
+/// The timestamps option (RFC 7323): whether it is offered, and what the RTT
+/// estimator is fed. Both ends must offer it for segments to carry it (12 bytes
+/// each: a 1448-byte payload makes a 1500-byte packet, as Linux's and ns-3's do).
+/// TSval ticks in milliseconds, as Linux's and ns-3's do. PAWS (RFC 7323 §5) is
+/// not implemented: the simulator neither wraps sequence numbers within a
+/// connection's life nor duplicates old segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timestamps {
+    /// Not offered.
+    Off,
+    /// As Linux (`tcp_ack_update_rtt`): offered and echoed; RTT samples come from the
+    /// send time of the segment an ACK covers where Karn's rule allows (microsecond
+    /// precision), and from the echo where it does not (an ACK covering retransmitted
+    /// data).
+    Linux,
+    /// RFC 7323 §4.1 (RTTM), as ns-3 does: every ACK of new data is timed from its
+    /// echo, retransmitted data included, in whole milliseconds.
+    Rfc7323,
 }
 
 /// Connection states, with RFC 9293's names.
@@ -346,6 +369,14 @@ pub struct TcpConnection {
     /// connection, built once established: most segments are this template with
     /// the sequence, acknowledgement, window and length patched in.
     template: Option<[u8; TEMPLATE_LEN]>,
+    /// Timestamps negotiated (both SYNs carried the option).
+    ts_ok: bool,
+    /// RFC 7323's TS.Recent: the TSval to echo.
+    ts_recent: u32,
+    /// RFC 7323's Last.ACK.sent.
+    last_ack_sent: TcpSeqNumber,
+    /// Added to the millisecond clock in TSval (Linux offsets each connection's).
+    ts_offset: u32,
 }
 
 const TEMPLATE_LEN: usize = ipv4::HEADER_LEN + longhaul_wire::tcp::HEADER_LEN;
@@ -417,7 +448,31 @@ impl TcpConnection {
             round_front_start: 0,
             round_bytes: vec![],
             template: None,
+            ts_ok: false,
+            ts_recent: 0,
+            last_ack_sent: TcpSeqNumber(0),
+            ts_offset: iss.rotate_left(11),
         }
+    }
+
+    /// TSval at `now`: milliseconds since the simulation began, plus the offset.
+    fn tsval(&self, now: Instant) -> u32 {
+        ((now.as_nanos() / 1_000_000) as u32).wrapping_add(self.ts_offset)
+    }
+
+    /// Option bytes the configuration puts in each segment (and Linux leaves out of
+    /// the MSS it advertises).
+    fn timestamp_bytes_configured(&self) -> u16 {
+        if self.cfg.timestamps == Timestamps::Off {
+            0
+        } else {
+            longhaul_wire::tcp::TIMESTAMP_OPTION_LEN as u16
+        }
+    }
+
+    /// Whether the connection's segments carry timestamps.
+    pub fn timestamps_negotiated(&self) -> bool {
+        self.ts_ok
     }
 
     // ---- application side -------------------------------------------------------

@@ -5,12 +5,13 @@
 
 use crate::cc::CongestionControl;
 use crate::time::Instant;
+use longhaul_wire::tcp::TcpTimestamp;
 use longhaul_wire::tcp::{self, MAX_SACK_BLOCKS};
 use longhaul_wire::{
     ipv4, Checksum, IpProtocol, Ipv4Packet, Ipv4Repr, TcpControl, TcpPacket, TcpRepr, TcpSeqNumber,
 };
 
-use super::{State, TcpConnection, Transmit, TEMPLATE_LEN};
+use super::{State, TcpConnection, Timestamps, Transmit, TEMPLATE_LEN};
 
 /// IP and TCP header bytes counted with each paced segment (20 + 20, and 12 of
 /// timestamps, as Linux's segments carry).
@@ -29,7 +30,7 @@ impl TcpConnection {
                 self.rto_at
                     .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
                 let seq = self.iss;
-                return Some(self.emit(buf, TcpControl::Syn, seq, 0));
+                return Some(self.emit(now, buf, TcpControl::Syn, seq, 0));
             }
             State::Established => {}
             _ => return None,
@@ -42,7 +43,7 @@ impl TcpConnection {
             // it is sent the end owes nothing, until something arrives.
             return self.ack_now.then(|| Transmit {
                 more: false,
-                ..self.emit_ack(buf, max)
+                ..self.emit_ack(now, buf, max)
             });
         }
 
@@ -62,7 +63,7 @@ impl TcpConnection {
                 self.rto_at
                     .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
                 let seq = self.seq_of_snd(off);
-                return Some(self.emit(buf, TcpControl::None, seq, len as usize));
+                return Some(self.emit(now, buf, TcpControl::None, seq, len as usize));
             }
         }
 
@@ -98,7 +99,7 @@ impl TcpConnection {
             self.rto_at
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
-            let mut tx = self.emit(buf, TcpControl::None, seq, len as usize);
+            let mut tx = self.emit(now, buf, TcpControl::None, seq, len as usize);
             tx.more = self.could_send_more(now);
             return Some(tx);
         }
@@ -108,10 +109,10 @@ impl TcpConnection {
             self.rto_at
                 .get_or_insert_with(|| now.add_nanos(self.rtt.rto_nanos()));
             let seq = self.seq_of_snd(max);
-            return Some(self.emit(buf, TcpControl::Fin, seq, 0));
+            return Some(self.emit(now, buf, TcpControl::Fin, seq, 0));
         }
 
-        self.ack_now.then(|| self.emit_ack(buf, max))
+        self.ack_now.then(|| self.emit_ack(now, buf, max))
     }
 
     /// After new data went out: whether the next poll could send anything. False
@@ -155,10 +156,10 @@ impl TcpConnection {
     }
 
     /// A bare ACK (the caller checked `ack_now`); `max` is `SND.MAX`.
-    pub(super) fn emit_ack(&mut self, buf: &mut [u8], max: u64) -> Transmit {
+    pub(super) fn emit_ack(&mut self, now: Instant, buf: &mut [u8], max: u64) -> Transmit {
         self.stats.acks_sent += 1;
         let seq = self.seq_of_snd(max + u64::from(self.fin_sent));
-        self.emit(buf, TcpControl::None, seq, 0)
+        self.emit(now, buf, TcpControl::None, seq, 0)
     }
 
     /// Books `len` new bytes ending at `end` to the current round.
@@ -200,6 +201,7 @@ impl TcpConnection {
     #[inline(always)]
     pub(super) fn emit(
         &mut self,
+        now: Instant,
         buf: &mut [u8],
         control: TcpControl,
         seq: TcpSeqNumber,
@@ -217,6 +219,7 @@ impl TcpConnection {
         let shift = if syn { 0 } else { self.rcv_wscale };
         let window_len = (free >> shift).min(65535) as u16;
         let with_sack = self.sack_ok && !syn && !self.asm.is_empty();
+        let ts = self.timestamp_to_send(now, syn);
         let header_len = match (&self.template, ack_number) {
             (Some(template), Some(ack)) if !syn => {
                 // Fast path: the prebuilt header, with the SACK option patched on
@@ -229,11 +232,16 @@ impl TcpConnection {
                 let (head, opts) = buf
                     .split_first_chunk_mut::<TEMPLATE_LEN>()
                     .expect("poll_transmit's buffer holds MAX_TRANSMIT_HEADER bytes");
-                let opt_len = if with_sack {
-                    tcp::emit_sack_option(opts, self.sack_seqs())
-                } else {
-                    0
-                };
+                let mut opt_len = 0;
+                if let Some(ts) = ts {
+                    tcp::emit_timestamp_option(opts, ts);
+                    opt_len = tcp::TIMESTAMP_OPTION_LEN;
+                }
+                if with_sack {
+                    let room = self.sack_room();
+                    opt_len +=
+                        tcp::emit_sack_option(&mut opts[opt_len..], self.sack_seqs().take(room));
+                }
                 let header_len = TEMPLATE_LEN + opt_len;
                 *head = *template;
                 let (ip_head, tcp_head) = head.split_at_mut(ipv4::HEADER_LEN);
@@ -259,6 +267,7 @@ impl TcpConnection {
                 header_len
             }
             _ => self.emit_with_options(
+                now,
                 buf,
                 control,
                 seq,
@@ -268,7 +277,8 @@ impl TcpConnection {
                 payload_len,
             ),
         };
-        if ack_number.is_some() {
+        if let Some(ack) = ack_number {
+            self.last_ack_sent = ack;
             self.ack_now = false;
             self.unacked_segments = 0;
             self.delack_at = None;
@@ -289,10 +299,39 @@ impl TcpConnection {
             .map(move |(l, r)| (base + l as u32, base + r as u32))
     }
 
+    /// How many SACK blocks fit beside the other options.
+    pub(super) fn sack_room(&self) -> usize {
+        if self.ts_ok {
+            tcp::MAX_SACK_BLOCKS_WITH_TIMESTAMPS
+        } else {
+            MAX_SACK_BLOCKS
+        }
+    }
+
+    /// The timestamps option of the next segment, if it carries one.
+    //= https://www.rfc-editor.org/rfc/rfc7323#section-3.2
+    //# Once TSopt has been successfully negotiated, that is both <SYN> and
+    //# <SYN,ACK> contain TSopt, the TSopt MUST be sent in every non-<RST>
+    //# segment for the duration of the connection
+    pub(super) fn timestamp_to_send(&self, now: Instant, syn: bool) -> Option<TcpTimestamp> {
+        let offer = syn
+            && self.cfg.timestamps != Timestamps::Off
+            && (self.state == State::SynSent || self.ts_ok);
+        (offer || self.ts_ok).then(|| TcpTimestamp {
+            tsval: self.tsval(now),
+            // A SYN echoes nothing; a SYN-ACK echoes the SYN's TSval.
+            tsecr: if self.state == State::SynSent {
+                0
+            } else {
+                self.ts_recent
+            },
+        })
+    }
+
     /// [`sack_seqs`](Self::sack_seqs) as a `TcpRepr` holds them.
     pub(super) fn sack_ranges(&self) -> [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS] {
         let mut out = [None; MAX_SACK_BLOCKS];
-        for (slot, b) in out.iter_mut().zip(self.sack_seqs()) {
+        for (slot, b) in out.iter_mut().zip(self.sack_seqs().take(self.sack_room())) {
             *slot = Some(b);
         }
         out
@@ -304,6 +343,7 @@ impl TcpConnection {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn emit_with_options(
         &self,
+        now: Instant,
         buf: &mut [u8],
         control: TcpControl,
         seq: TcpSeqNumber,
@@ -325,13 +365,16 @@ impl TcpConnection {
             seq_number: seq,
             ack_number,
             window_len,
-            max_seg_size: syn.then_some(self.cfg.mss),
+            // Linux advertises MTU - 40 and sends 12 bytes less payload when the
+            // segments carry timestamps: the MSS option does not count options.
+            max_seg_size: syn.then_some(self.cfg.mss + self.timestamp_bytes_configured()),
             // RFC 7323 §2.2: a SYN-ACK carries the option only if the SYN did.
             window_scale: (syn
                 && self.cfg.window_scaling
                 && (self.state == State::SynSent || self.ws_ok))
                 .then_some(self.rcv_wscale),
             sack_permitted: syn && self.cfg.sack,
+            timestamp: self.timestamp_to_send(now, syn),
             sack_ranges,
             push: false,
             payload_len,
@@ -359,6 +402,7 @@ impl TcpConnection {
             max_seg_size: None,
             window_scale: None,
             sack_permitted: false,
+            timestamp: None,
             sack_ranges: [None; MAX_SACK_BLOCKS],
             push: false,
             payload_len: 0,

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::testkit;
-use longhaul_wire::{Ipv4Packet, TcpControl, TcpPacket};
+use longhaul_wire::{Ipv4Packet, TcpControl, TcpPacket, TcpRepr};
 
 const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
 const B: Ipv4Address = Ipv4Address::new(10, 0, 0, 2);
@@ -207,30 +207,38 @@ fn initial_windows() {
 }
 
 /// The template fast path writes exactly the bytes `TcpRepr::emit` would, checksums
-/// included, for data, pure ACK and FIN segments.
+/// included, for data, pure ACK and FIN segments, with timestamps and without.
 #[test]
 fn fast_path_matches_the_general_emitter() {
-    let mut p = pair(TcpConfig::default(), Duration::from_millis(10), |_| false);
-    p.run(Instant::from_nanos(100_000_000));
-    let c = &mut p.ends[0];
-    assert_eq!(c.state(), State::Established);
-    assert!(c.sack_ok);
-    let mut fast = [0u8; MAX_TRANSMIT_HEADER];
-    let mut slow = [0u8; MAX_TRANSMIT_HEADER];
-    // With no out-of-order data, then one, two, four and (of five) four SACK blocks.
-    for held in [0u64, 1, 2, 4, 5] {
-        if held > 0 {
-            c.asm = Assembler::default();
-            for k in 0..held {
-                c.asm.insert(3000 * (k + 1), 3000 * (k + 1) + 1448);
+    for timestamps in [Timestamps::Linux, Timestamps::Off] {
+        let cfg = TcpConfig {
+            timestamps,
+            ..TcpConfig::default()
+        };
+        let mut p = pair(cfg, Duration::from_millis(10), |_| false);
+        p.run(Instant::from_nanos(100_000_000));
+        let c = &mut p.ends[0];
+        assert_eq!(c.state(), State::Established);
+        assert!(c.sack_ok);
+        assert_eq!(c.ts_ok, timestamps != Timestamps::Off);
+        let mut fast = [0u8; MAX_TRANSMIT_HEADER];
+        let mut slow = [0u8; MAX_TRANSMIT_HEADER];
+        // With no out-of-order data, then one, two, four and (of five) four SACK blocks
+        // (three beside timestamps).
+        for held in [0u64, 1, 2, 4, 5] {
+            if held > 0 {
+                c.asm = Assembler::default();
+                for k in 0..held {
+                    c.asm.insert(3000 * (k + 1), 3000 * (k + 1) + 1448);
+                }
             }
-        }
-        for (control, len) in [
-            (TcpControl::None, 1448),
-            (TcpControl::None, 0),
-            (TcpControl::Fin, 0),
-        ] {
-            compare_emitters(c, &mut fast, &mut slow, control, len, held > 0);
+            for (control, len) in [
+                (TcpControl::None, 1448),
+                (TcpControl::None, 0),
+                (TcpControl::Fin, 0),
+            ] {
+                compare_emitters(c, &mut fast, &mut slow, control, len, held > 0);
+            }
         }
     }
 }
@@ -246,11 +254,15 @@ fn compare_emitters(
     with_sack: bool,
 ) {
     let seq = TcpSeqNumber(0xdead_beef);
-    let t = c.emit(fast, control, seq, len);
+    let now = Instant::from_nanos(5_000_000);
+    let t = c.emit(now, fast, control, seq, len);
     let ack = Some(c.irs + 1 + c.rcv_nxt as u32);
-    let hl = c.emit_with_options(slow, control, seq, ack, 0, with_sack, len);
+    let hl = c.emit_with_options(now, slow, control, seq, ack, 0, with_sack, len);
     assert_eq!(t.written, hl);
-    assert_eq!(hl > 40, with_sack);
+    let ts = if c.ts_ok { 12 } else { 0 };
+    assert_eq!(hl > 40 + ts, with_sack);
+    let blocks = (hl - 40 - ts).saturating_sub(4) / 8;
+    assert!(blocks <= if c.ts_ok { 3 } else { 4 });
     // The window field depends on the buffer; patch it out of the comparison.
     slow[34..36].copy_from_slice(&fast[34..36]);
     let mut fixed = *slow;
@@ -560,4 +572,155 @@ fn reordered_segments_are_reassembled() {
         "{:?}",
         p.ends[1].stats()
     );
+}
+
+/// Each segment's timestamps, parsed by the general parser.
+fn stamps(p: &Pair, side: usize) -> Vec<(Instant, TcpRepr)> {
+    p.sent[side]
+        .iter()
+        .map(|s| {
+            let ip = Ipv4Packet::new_unchecked(&s.bytes[..]);
+            let hl = usize::from(s.bytes[0] & 0x0f) * 4;
+            let tcp = TcpPacket::new_checked(&s.bytes[hl..]).unwrap();
+            let seg_len = usize::from(ip.total_len()) - hl;
+            let r = TcpRepr::parse(&tcp, ip.src_addr(), ip.dst_addr(), seg_len, Checksum::None);
+            (s.at, r.unwrap())
+        })
+        .collect()
+}
+
+/// Negotiated, timestamps make each full data segment 1500 bytes on the wire (1448
+/// of payload, as Linux's), ride on every segment, and echo the peer's latest
+/// TSval; if either end does not offer them no segment carries them.
+#[test]
+fn timestamps_are_negotiated_carried_and_echoed() {
+    for (a, b, on) in [
+        (Timestamps::Linux, Timestamps::Linux, true),
+        (Timestamps::Rfc7323, Timestamps::Linux, true),
+        (Timestamps::Linux, Timestamps::Off, false),
+        (Timestamps::Off, Timestamps::Linux, false),
+    ] {
+        let ca = TcpConfig {
+            timestamps: a,
+            ..TcpConfig::default()
+        };
+        let cb = TcpConfig {
+            timestamps: b,
+            ..TcpConfig::default()
+        };
+        let mut client = TcpConnection::new(ca, (A, 40000), (B, 5001), 0xffff_f000);
+        let mut server = TcpConnection::new(cb, (B, 5001), (A, 0), 77);
+        server.listen().unwrap();
+        client.connect(Instant::ZERO).unwrap();
+        let mut p = testkit::Pair::new([client, server], Duration::from_millis(10), 0, ());
+        p.ends[0].send(500_000).unwrap();
+        p.ends[0].close().unwrap();
+        p.run(Instant::from_nanos(60_000_000_000));
+        assert_eq!(p.ends[1].delivered_bytes(), 500_000);
+        assert_eq!(p.ends[0].timestamps_negotiated(), on, "{a:?}/{b:?}");
+        let full = if on { 1500 } else { 1488 };
+        let data: Vec<usize> = p.sent[0]
+            .iter()
+            .filter(|s| s.wire_len > s.bytes.len())
+            .map(|s| s.wire_len)
+            .collect();
+        assert!(
+            data[..data.len() - 1].iter().all(|&l| l == full),
+            "{a:?}/{b:?}"
+        );
+        let (c, s) = (stamps(&p, 0), stamps(&p, 1));
+        // The SYN offers (TSecr 0) if its end is configured to; the SYN-ACK only if
+        // both are.
+        assert_eq!(c[0].1.timestamp.is_some(), a != Timestamps::Off);
+        assert_eq!(
+            c[0].1.timestamp.map(|t| t.tsecr),
+            c[0].1.timestamp.map(|_| 0)
+        );
+        assert_eq!(s[0].1.timestamp.is_some(), on);
+        for (_, r) in c[1..].iter().chain(&s[1..]) {
+            assert_eq!(r.timestamp.is_some(), on, "{a:?}/{b:?}");
+        }
+        if !on {
+            continue;
+        }
+        // TSval is the sender's millisecond clock plus its offset: it never goes
+        // back and grows with time.
+        for side in [&c, &s] {
+            for w in side.windows(2) {
+                let (t0, t1) = (w[0].1.timestamp.unwrap(), w[1].1.timestamp.unwrap());
+                let ms = (w[1].0.as_nanos() / 1_000_000 - w[0].0.as_nanos() / 1_000_000) as u32;
+                assert_eq!(t1.tsval.wrapping_sub(t0.tsval), ms);
+            }
+        }
+        // Each of the server's ACKs echoes the TSval of the newest in-order segment
+        // that reached it by then (no loss, no reordering: the one just before).
+        let arrivals: Vec<(Instant, u32)> = c
+            .iter()
+            .map(|(at, r)| (*at + Duration::from_millis(10), r.timestamp.unwrap().tsval))
+            .collect();
+        for (at, r) in &s[1..] {
+            let latest = arrivals.iter().rev().find(|(t, _)| t <= at).unwrap().1;
+            assert_eq!(r.timestamp.unwrap().tsecr, latest, "at {at}");
+        }
+    }
+}
+
+/// Where RTT samples come from: as Linux, the send time, except for an ACK that
+/// covers retransmitted data, which Karn's rule leaves to the echo; as RFC 7323
+/// (and ns-3), the echo always, in whole milliseconds.
+#[test]
+fn rtt_samples_come_from_send_times_or_echoes_as_configured() {
+    // 10.4 ms each way: the send time measures 20.8 ms, the millisecond echo 20 or
+    // 21 ms.
+    let run = |timestamps, drop: fn(u64) -> bool| {
+        let cfg = TcpConfig {
+            timestamps,
+            ..TcpConfig::default()
+        };
+        let mut p = pair(cfg, Duration::from_micros(10_400), drop);
+        p.ends[0].send(300_000).unwrap();
+        p.ends[0].close().unwrap();
+        p.run(Instant::from_nanos(60_000_000_000));
+        assert_eq!(p.ends[1].delivered_bytes(), 300_000);
+        p.ends[0].rtt().srtt().unwrap()
+    };
+    assert_eq!(
+        run(Timestamps::Linux, |_| false),
+        Duration::from_micros(20_800)
+    );
+    assert_eq!(
+        run(Timestamps::Off, |_| false),
+        Duration::from_micros(20_800)
+    );
+    let echo = run(Timestamps::Rfc7323, |_| false);
+    assert!(
+        echo >= Duration::from_millis(20) && echo <= Duration::from_millis(21),
+        "{echo:?}"
+    );
+    assert_eq!(
+        echo.subsec_nanos() % 1000,
+        0,
+        "whole-millisecond samples: {echo:?}"
+    );
+
+    // A timeout's retransmission: the ACK after it covers retransmitted data.
+    // Without timestamps Karn's rule leaves the estimator unfed, so the RTO stays
+    // doubled; with them (Linux) the echo times that ACK and the RTO is computed
+    // afresh from the samples.
+    let rto_after = |timestamps| {
+        let cfg = TcpConfig {
+            timestamps,
+            ..TcpConfig::default()
+        };
+        let mut p = pair(cfg, Duration::from_millis(10), |n| n == 3);
+        p.ends[0].send(3 * 1448).unwrap();
+        p.run(Instant::from_nanos(60_000_000_000));
+        assert_eq!(p.ends[1].delivered_bytes(), 3 * 1448);
+        assert_eq!(p.ends[0].stats().timeouts, 1);
+        (p.ends[0].rtt().rto(), p.ends[0].rtt().latest())
+    };
+    let (off, _) = rto_after(Timestamps::Off);
+    let (on, latest) = rto_after(Timestamps::Linux);
+    assert_eq!(off, 2 * on, "off {off:?}, on {on:?}");
+    assert_eq!(latest, Duration::from_millis(20), "the echo's sample");
 }

@@ -122,6 +122,11 @@ impl Loader<'_> {
         if let Some(s) = t.sack {
             c.sack = s;
         }
+        if let Some(ts) = &t.timestamps {
+            c.timestamps = ts
+                .parse()
+                .map_err(|e| self.err(format!("{key}.timestamps"), format!("{e}")))?;
+        }
         if let Some(n) = t.ack_every {
             if !(1..=64).contains(&n) {
                 return Err(self.err(format!("{key}.ack_every"), "must be from 1 to 64 segments"));

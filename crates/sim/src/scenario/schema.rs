@@ -449,6 +449,7 @@ pub(super) struct TcpFlowFile {
     pub(super) recv_buffer: Option<String>,
     pub(super) send_buffer: Option<String>,
     pub(super) window_scaling: Option<bool>,
+    pub(super) timestamps: Option<String>,
     pub(super) dscp: Option<u8>,
 }
 

@@ -83,6 +83,107 @@ fn run_writes_every_output() {
     );
 }
 
+/// TCP timestamps as tshark reads them off the capture: every segment carries the
+/// option (the SYN offering it with TSecr 0), a full data segment is 1500 bytes on
+/// the wire (1448 of payload), and each ACK echoes the TSval of a data segment that
+/// crossed the link before it: the echo's delay between the two captures (taken as
+/// packets leave the link) is, for most ACKs, the ACK's way back over the 10 ms link
+/// plus less than the 1 ms tick of TSval.
+#[test]
+fn tcp_timestamps_are_on_the_wire_and_time_the_acks() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install tshark");
+        eprintln!("tshark not installed: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let scenario = r#"
+duration = "5s"
+seed = 2
+[topology]
+kind = "chain"
+[[topology.links]]
+rate = "1Gbps"
+delay = "1ms"
+[[topology.links]]
+rate = "100Mbps"
+delay = "10ms"
+queue = "1bdp"
+[[flow]]
+protocol = "tcp"
+size = "3MB"
+timestamps = "rfc7323"
+[outputs]
+plots = false
+pcap = ["link1", "link1.rev"]
+"#;
+    std::fs::write(tmp.path().join("ts.toml"), scenario).unwrap();
+    let o = longhaul(
+        &["sim", "run", "ts.toml", "--out", "r", "--quiet"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |file: &str| -> Vec<Vec<String>> {
+        let t = Command::new("tshark")
+            .current_dir(tmp.path())
+            .args(["-r", file, "-Y", "tcp", "-T", "fields"])
+            .args(["-e", "frame.time_epoch", "-e", "frame.len", "-e", "tcp.len"])
+            .args(["-e", "tcp.flags.syn", "-e", "tcp.options.timestamp.tsval"])
+            .args(["-e", "tcp.options.timestamp.tsecr"])
+            .output()
+            .expect("tshark");
+        assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+        String::from_utf8_lossy(&t.stdout)
+            .lines()
+            .map(|l| l.split('\t').map(str::to_owned).collect())
+            .collect()
+    };
+    let (data, acks) = (read("r/link1.pcap"), read("r/link1.rev.pcap"));
+    assert!(data.len() > 2000 && acks.len() > 1000);
+    let num = |v: &str| {
+        v.parse::<f64>()
+            .unwrap_or_else(|_| panic!("not a number: {v:?}"))
+    };
+    // The SYN offers timestamps and echoes nothing; every segment carries them.
+    assert_eq!(data[0][3], "1");
+    assert_eq!(data[0][5], "0");
+    for seg in data.iter().chain(&acks) {
+        assert!(
+            !seg[4].is_empty() && !seg[5].is_empty(),
+            "no timestamps: {seg:?}"
+        );
+    }
+    let full: Vec<&Vec<String>> = data.iter().filter(|s| s[2] == "1448").collect();
+    assert!(full.len() > 2000);
+    assert!(
+        full.iter().all(|s| s[1] == "1500"),
+        "full segments are 1500 bytes"
+    );
+    // Each ACK echoes a data segment's TSval seen earlier; the echo times it.
+    let mut rtts = vec![];
+    for a in &acks[1..] {
+        let (at, tsecr) = (num(&a[0]), &a[5]);
+        let sent = data
+            .iter()
+            .find(|d| &d[4] == tsecr)
+            .unwrap_or_else(|| panic!("ACK at {at} echoes a TSval never sent: {tsecr}"));
+        let rtt = at - num(&sent[0]);
+        assert!(rtt > 0.0, "echo of a later segment at {at}");
+        rtts.push(rtt * 1e3);
+    }
+    rtts.sort_by(f64::total_cmp);
+    let median = rtts[rtts.len() / 2];
+    assert!(
+        median > 10.0 && median < 11.5,
+        "median echo delay {median} ms"
+    );
+    // None sooner than the way back (the data had to arrive first); later ones are
+    // segments stamped in one millisecond and spread out by the bottleneck's queue,
+    // and ACKs after a loss, which echo the segment before the hole (RFC 7323
+    // section 4.3).
+    assert!(rtts[0] > 10.0, "an echo {} ms after its segment", rtts[0]);
+}
+
 /// The capture opens in tshark, which dissects the simulated TCP flow: the
 /// handshake, the data and the ACKs, with correct checksums. Needs tshark (CI
 /// installs it); skipped with a note elsewhere.

@@ -326,6 +326,18 @@ impl Pacer {
     }
 }
 
+/// The next block of a sender that resends before it sends anything new: `resend`
+/// if there is one, else `next` (which moves on).
+fn resend_or_new(resend: Option<u32>, next: &mut u32) -> (u32, BlockKind) {
+    match resend {
+        Some(b) => (b, BlockKind::Retransmission),
+        None => {
+            *next += 1;
+            (*next - 1, BlockKind::Original)
+        }
+    }
+}
+
 /// What a protocol's rules act on, at either end: its output queue and events.
 #[derive(Debug)]
 struct Io {

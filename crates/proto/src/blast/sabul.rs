@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use longhaul_wire::blast::{BlockKind, Message};
 
-use super::{Bitmap, BlastConfig, Io, Pacer, RecvRules, SabulConfig, SendRules};
+use super::{resend_or_new, Bitmap, BlastConfig, Io, Pacer, RecvRules, SabulConfig, SendRules};
 use crate::time::{Duration, Instant};
 
 /// The multiplicative decrease of the inter-packet time.
@@ -167,12 +167,7 @@ impl SendRules for Sender {
         _p: &mut Pacer,
     ) -> Option<(u32, BlockKind)> {
         self.period_sent += 1;
-        if let Some(b) = self.losses.pop_first() {
-            return Some((b, BlockKind::Retransmission));
-        }
-        let b = self.curr;
-        self.curr += 1;
-        Some((b, BlockKind::Original))
+        Some(resend_or_new(self.losses.pop_first(), &mut self.curr))
     }
 
     fn timeout(&self) -> Option<Instant> {

@@ -130,6 +130,14 @@ impl Pair {
     }
 }
 
+/// Hands sender `s` control message `m` at time zero; its inter-packet time after.
+fn feed(s: &mut BlastConnection, m: Message) -> f64 {
+    let mut b = vec![];
+    m.emit(&mut b);
+    s.handle_control(Instant::ZERO, &b);
+    s.interval().unwrap().as_nanos() as f64
+}
+
 fn cfg(scheme: Scheme, size: u64, mbps: u64) -> BlastConfig {
     BlastConfig::new(scheme, size, Bandwidth::from_bps(mbps * 1_000_000))
 }
@@ -193,13 +201,6 @@ fn rbudp_takes_the_blast_time_and_a_round_trip_per_re_blast() {
 fn tsunami_slows_and_speeds_its_inter_packet_delay_as_the_server_does() {
     let c = cfg(Scheme::Tsunami, 10_000_000, 800);
     let mut s = BlastConnection::sender(c);
-    let now = Instant::ZERO;
-    let feed = |s: &mut BlastConnection, m: Message| {
-        let mut b = vec![];
-        m.emit(&mut b);
-        s.handle_control(now, &b);
-        s.interval().unwrap().as_nanos() as f64
-    };
     let target = feed(
         &mut s,
         Message::Request {
@@ -232,13 +233,6 @@ fn sabul_rate_control_follows_the_release() {
     let c = cfg(Scheme::Sabul, 100_000_000, 120);
     // I_min is 1500 bytes at 120 Mb/s: 100 us.
     let mut s = BlastConnection::sender(c);
-    let now = Instant::ZERO;
-    let feed = |s: &mut BlastConnection, m: Message| {
-        let mut b = vec![];
-        m.emit(&mut b);
-        s.handle_control(now, &b);
-        s.interval().unwrap().as_nanos() as f64
-    };
     let i0 = feed(
         &mut s,
         Message::Request {

@@ -34,7 +34,7 @@ use std::collections::VecDeque;
 
 use longhaul_wire::blast::{BlockKind, Message};
 
-use super::{Bitmap, BlastConfig, Io, Pacer, RecvRules, SendRules, TsunamiConfig};
+use super::{resend_or_new, Bitmap, BlastConfig, Io, Pacer, RecvRules, SendRules, TsunamiConfig};
 use crate::time::Instant;
 
 /// The slowest the server goes: an IPD of 10 ms.
@@ -115,12 +115,7 @@ impl SendRules for Sender {
         _io: &mut Io,
         _p: &mut Pacer,
     ) -> Option<(u32, BlockKind)> {
-        if let Some(b) = self.requests.pop_front() {
-            return Some((b, BlockKind::Retransmission));
-        }
-        let b = self.next_new;
-        self.next_new += 1;
-        Some((b, BlockKind::Original))
+        Some(resend_or_new(self.requests.pop_front(), &mut self.next_new))
     }
 
     fn timeout(&self) -> Option<Instant> {

@@ -563,6 +563,31 @@ impl UdtSocket {
         self.step_within(wait, StdDuration::MAX)
     }
 
+    /// Keeps the connection going until less than `cushion` of the written data is
+    /// still unsent, or `cushion_time` of sending at the current rate if that is
+    /// more: a writer that hands out work by how fast each connection drains asks
+    /// for more only then, so no connection holds a queue of it when the work runs
+    /// out (the time keeps a fast connection from running dry while the next
+    /// piece is prepared).
+    pub fn drain_below(
+        &mut self,
+        cushion: usize,
+        cushion_time: StdDuration,
+    ) -> Result<(), NetError> {
+        loop {
+            if self.broken {
+                return Err(NetError::Broken);
+            }
+            let c = &self.conn;
+            let per_sec = c.payload_size() as f64 * 1e6 / c.pkt_snd_period_us().max(1e-3);
+            let limit = (cushion as f64).max(per_sec * cushion_time.as_secs_f64());
+            if ((c.unsent_pkts() * c.payload_size()) as f64) < limit {
+                return Ok(());
+            }
+            self.step(true)?;
+        }
+    }
+
     /// Keeps the connection going (sends what is due, answers the peer) for `max`:
     /// for a writer that must wait for something else without starving its peer of
     /// acknowledgements or leaving its own buffered data unsent.

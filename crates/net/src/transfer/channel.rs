@@ -213,6 +213,16 @@ impl DataChannel {
         }
     }
 
+    /// Waits until little of what was written is still unsent (see
+    /// [`UdtSocket::drain_below`]). TCP channels return at once: the kernel's
+    /// socket takes what it takes, and its unsent data is not this side's to see.
+    pub fn drain_below(&mut self, cushion: usize, time: Duration) -> Result<(), TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.drain_below(cushion, time)?),
+            DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => Ok(()),
+        }
+    }
+
     pub fn read(&mut self, b: &mut [u8]) -> Result<usize, TransferError> {
         let io = TransferError::io("data channel: read");
         match self {

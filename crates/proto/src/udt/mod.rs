@@ -620,6 +620,11 @@ impl UdtConnection {
     pub fn unacked_pkts(&self) -> usize {
         self.snd_buf.len()
     }
+    /// Packets written and never sent yet (what a writer has queued ahead of the
+    /// rate control; retransmissions waiting are not counted).
+    pub fn unsent_pkts(&self) -> usize {
+        (self.snd_last_ack + self.snd_buf.len() as u64).saturating_sub(self.snd_next) as usize
+    }
 
     // ---- helpers --------------------------------------------------------------------
 

@@ -405,3 +405,31 @@ fn reordered_packets_are_delivered_in_order() {
     // The receiver saw gaps the late packets then filled: it reported them.
     assert!(p.ends[1].stats().naks_sent > 0, "{:?}", p.ends[1].stats());
 }
+
+/// `unsent_pkts` counts what was written and never sent: all of a write before the
+/// first packet leaves, fewer as the rate control sends, none once all went out
+/// (acknowledged or not), while `unacked_pkts` still holds those in flight.
+#[test]
+fn unsent_packets_fall_as_the_sender_sends() {
+    let mut p = pair(cfg(1, 100), cfg(2, 200), 50, |_, _| false);
+    while p.ends[0].state() != State::Connected {
+        assert!(p.step());
+    }
+    let payload = p.ends[0].payload_size();
+    let data = pattern(200 * payload);
+    let n = p.ends[0].send(&data).unwrap();
+    assert_eq!(n, data.len());
+    assert_eq!(p.ends[0].unsent_pkts(), 200);
+    let mut last = 200;
+    let mut fell = false;
+    while p.app.received.len() < data.len() {
+        assert!(p.step());
+        let u = p.ends[0].unsent_pkts();
+        assert!(u <= last, "unsent grew from {last} to {u}");
+        fell |= u < last && u > 0;
+        assert!(p.ends[0].unacked_pkts() >= u);
+        last = u;
+    }
+    assert!(fell, "the count fell in steps");
+    assert_eq!(p.ends[0].unsent_pkts(), 0);
+}

@@ -146,6 +146,9 @@ pub struct SendSummary {
     /// From the control connection's start to the session's keys: TCP's round trip
     /// and the handshake's.
     pub handshake: Duration,
+    /// When each data channel had all its data acknowledged, from the channels'
+    /// start: how evenly the blocks were spread over them.
+    pub channel_finished: Vec<Duration>,
     /// Files written to (their size or modification time moved) while their blocks
     /// were read: each block arrived as it was read and checked out, but the copy
     /// may mix the file's old and new contents. By name at the receiver.
@@ -331,6 +334,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         thread::spawn(move || verdicts(reader, &shared, &writer, &resends, progress))
     };
     let mut threads = vec![];
+    let clock = crate::clock::Clock::new();
     for (c, port) in ports.into_iter().enumerate() {
         let addr = SocketAddr::new(opts.dest.ip(), port);
         let cfg = UdtConnConfig {
@@ -355,10 +359,12 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             sources: sources.clone(),
             block_size: opts.block_size,
             block_key,
+            clock,
         };
         threads.push(thread::spawn(move || job.run()));
     }
     let (mut bytes, mut blocks, mut skipped, mut changed) = (0, 0, 0, 0);
+    let mut channel_finished = vec![];
     let mut failure = None;
     for t in threads {
         match t.join().expect("channel thread") {
@@ -367,6 +373,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 blocks += sent.blocks;
                 skipped += sent.skipped;
                 changed += sent.changed;
+                channel_finished.push(sent.finished);
             }
             Err(e) => failure = failure.or(Some(e)),
         }
@@ -437,6 +444,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         modified,
         confirmation_waits,
         handshake,
+        channel_finished,
     })
 }
 
@@ -458,7 +466,16 @@ struct ChannelJob {
     sources: Arc<Vec<PathBuf>>,
     block_size: u32,
     block_key: [u8; 32],
+    /// The session's clock, shared by its channels (when each finished).
+    clock: crate::clock::Clock,
 }
+
+/// The least of the written data a channel keeps unsent before it takes another
+/// block: an eighth of a block, or 20 ms of its sending if more (see
+/// `UdtSocket::drain_below`). A channel asks for a block only when nearly done
+/// with the last, so when the blocks run out none holds a queue of them
+/// (docs/transfer.md has what it changed).
+const CUSHION_TIME: Duration = Duration::from_millis(20);
 
 /// What a channel sent.
 #[derive(Debug, Default)]
@@ -470,6 +487,8 @@ struct Sent {
     skipped: u64,
     /// Held by the receiver but changed here since: sent again.
     changed: u64,
+    /// When it had everything acknowledged, on the session's clock.
+    finished: Duration,
 }
 
 impl ChannelJob {
@@ -489,6 +508,7 @@ impl ChannelJob {
             sources,
             block_size,
             block_key,
+            clock,
         } = self;
         let mut s = DataChannel::connect(transport, addr, cfg, timeout, seal)?;
         if let (Some(i), Some(u)) = (impair, s.udt()) {
@@ -504,7 +524,9 @@ impl ChannelJob {
         let mut open: Option<(u32, File)> = None;
         let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
         let mut sent = Sent::default();
+        let cushion = (block_size / 8) as usize;
         loop {
+            s.drain_below(cushion, CUSHION_TIME)?;
             let next = shared.lock().expect("no panics hold it").next(lane, c);
             let (b, held, whole) = match next {
                 Next::Block(b, held, whole) => (b, held, whole),
@@ -541,6 +563,7 @@ impl ChannelJob {
         }
         s.write_all(&END_OF_CHANNEL)?;
         s.finish(timeout.max(Duration::from_secs(60)))?;
+        sent.finished = Duration::from_nanos(clock.now().as_nanos());
         Ok(sent)
     }
 }

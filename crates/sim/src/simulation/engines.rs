@@ -1,7 +1,9 @@
 //! What the simulator needs of each engine beyond [`Engine`]: where a flow keeps its
 //! two ends and their timers, and what the flow's applications do around the
 //! engine's I/O. One implementation per protocol, each a few lines; the driving
-//! itself (`drive.rs`) is one generic path for all of them.
+//! itself (`drive.rs`) is one generic path for all of them. A blast transfer
+//! (RBUDP, Tsunami, SABUL) is the one flow with two engines, its data ends and its
+//! TCP control connection, which hand each other what they produce (`hand_over`).
 
 use longhaul_proto::blast::{BlastConnection, Event as BlastEvent};
 use longhaul_proto::sctp::{Event as SctpEvent, SctpAssociation};

@@ -219,6 +219,14 @@ impl Driven for SctpAssociation {
     }
 }
 
+/// The record of a blast transfer, whose two engines share it.
+fn blast_flow(flow: &mut Flow) -> Option<&mut BlastFlow> {
+    match flow {
+        Flow::Blast(b) => Some(b),
+        _ => None,
+    }
+}
+
 impl Driven for BlastConnection {
     type Flow = BlastFlow;
     const BYTES: Bytes = Bytes::Elided;
@@ -227,10 +235,7 @@ impl Driven for BlastConnection {
     const PAIRED: bool = true;
 
     fn record(flow: &mut Flow) -> Option<&mut BlastFlow> {
-        match flow {
-            Flow::Blast(b) => Some(b),
-            _ => None,
-        }
+        blast_flow(flow)
     }
     fn ends(r: &mut BlastFlow) -> &mut [Self; 2] {
         &mut r.ends
@@ -295,10 +300,7 @@ impl Driven for Control {
     const PAIRED: bool = true;
 
     fn record(flow: &mut Flow) -> Option<&mut BlastFlow> {
-        match flow {
-            Flow::Blast(b) => Some(b),
-            _ => None,
-        }
+        blast_flow(flow)
     }
     fn ends(r: &mut BlastFlow) -> &mut [Self; 2] {
         &mut r.control

@@ -270,6 +270,32 @@ impl SctpConfig {
     }
 }
 
+impl Scheme {
+    /// Every blast protocol's name.
+    pub const NAMES: &'static [&'static str] = &["rbudp", "tsunami", "sabul"];
+
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scheme::Rbudp => "rbudp",
+            Scheme::Tsunami => "tsunami",
+            Scheme::Sabul => "sabul",
+        }
+    }
+}
+
+impl core::str::FromStr for Scheme {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "rbudp" => Ok(Scheme::Rbudp),
+            "tsunami" => Ok(Scheme::Tsunami),
+            "sabul" => Ok(Scheme::Sabul),
+            _ => Err(unknown(s, Self::NAMES)),
+        }
+    }
+}
+
 impl Timestamps {
     /// Every setting's name.
     pub const NAMES: &'static [&'static str] = &["linux", "rfc7323", "off"];

@@ -16,7 +16,7 @@
 //! ```
 //! All integers are big-endian.
 
-use crate::{Error, Result};
+use crate::{be32, Error, Result};
 
 /// Length of a data datagram's header.
 pub const DATA_HEADER_LEN: usize = 8;
@@ -148,19 +148,15 @@ const ACK: u8 = 9;
 const LOSS: u8 = 10;
 const SYN: u8 = 11;
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    (u64::from(u32_at(b, at)) << 32) | u64::from(u32_at(b, at + 4))
+    (u64::from(be32(b, at)) << 32) | u64::from(be32(b, at + 4))
 }
 
 fn blocks(body: &[u8]) -> Result<Vec<u32>> {
     if !body.len().is_multiple_of(4) {
         return Err(Error::Malformed);
     }
-    Ok(body.chunks_exact(4).map(|c| u32_at(c, 0)).collect())
+    Ok(body.chunks_exact(4).map(|c| be32(c, 0)).collect())
 }
 
 impl Message {
@@ -237,7 +233,7 @@ impl Message {
     /// them); any other error means the stream is not this protocol's.
     pub fn parse(buf: &[u8]) -> Result<(Message, usize)> {
         let h = buf.get(..FRAME_HEADER_LEN).ok_or(Error::Truncated)?;
-        let len = u32_at(h, 1) as usize;
+        let len = be32(h, 1) as usize;
         if len > MAX_BODY_LEN {
             return Err(Error::Malformed);
         }
@@ -256,7 +252,7 @@ impl Message {
                 fixed(12)?;
                 Message::Request {
                     rate_bps: u64_at(body, 0),
-                    error_rate: u32_at(body, 8),
+                    error_rate: be32(body, 8),
                 }
             }
             START => {
@@ -270,7 +266,7 @@ impl Message {
                     return Err(Error::Malformed);
                 }
                 Message::Bitmap {
-                    round: u32_at(body, 0),
+                    round: be32(body, 0),
                     bits: body[4..].to_vec(),
                 }
             }
@@ -286,7 +282,7 @@ impl Message {
             }
             k @ (DONE | ERROR_RATE | RESTART | ACK | SYN) => {
                 fixed(4)?;
-                let v = u32_at(body, 0);
+                let v = be32(body, 0);
                 match k {
                     DONE => Message::Done { round: v },
                     ERROR_RATE => Message::ErrorRate { rate: v },

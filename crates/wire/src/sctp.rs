@@ -17,7 +17,7 @@
 //! IPv6 addresses, and the chunks of extensions (ASCONF, FORWARD-TSN, I-DATA, ...),
 //! which parse as [`ChunkRepr::Unknown`].
 
-use crate::{Error, Result};
+use crate::{be16, be32, Error, Result};
 
 /// Length of the common header.
 pub const HEADER_LEN: usize = 12;
@@ -396,13 +396,6 @@ pub enum ChunkRepr<'a> {
         /// Value.
         value: &'a [u8],
     },
-}
-
-fn be16(b: &[u8], i: usize) -> u16 {
-    u16::from_be_bytes([b[i], b[i + 1]])
-}
-fn be32(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
 }
 
 /// Walks a TLV parameter list; returns the value of the first parameter of `kind`.

@@ -2,7 +2,7 @@
 //! and timestamps (RFC 7323), SACK-permitted and SACK (RFC 2018). On parse, unknown
 //! options are skipped by their length.
 
-use crate::{checksum, Checksum, Error, Ipv4Address, Result};
+use crate::{be16, be32, checksum, Checksum, Error, Ipv4Address, Result};
 
 /// A TCP sequence number: an integer modulo 2^32 with serial comparison (RFC 1982).
 ///
@@ -194,13 +194,6 @@ pub const MAX_SACK_BLOCKS: usize = 4;
 /// Most SACK blocks beside the timestamps option: 40 bytes of options hold 12 + 2 +
 /// 8 x 3.
 pub const MAX_SACK_BLOCKS_WITH_TIMESTAMPS: usize = 3;
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
 
 /// A read/write view of a TCP header and whatever part of its payload is present.
 #[derive(Debug, Clone)]

@@ -54,35 +54,6 @@ pub enum Scheme {
     Sabul,
 }
 
-impl Scheme {
-    /// Every scheme's name.
-    pub const NAMES: &'static [&'static str] = &["rbudp", "tsunami", "sabul"];
-
-    /// Its name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Scheme::Rbudp => "rbudp",
-            Scheme::Tsunami => "tsunami",
-            Scheme::Sabul => "sabul",
-        }
-    }
-}
-
-impl core::str::FromStr for Scheme {
-    type Err = crate::names::UnknownName;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "rbudp" => Ok(Scheme::Rbudp),
-            "tsunami" => Ok(Scheme::Tsunami),
-            "sabul" => Ok(Scheme::Sabul),
-            _ => Err(crate::names::UnknownName {
-                given: s.to_string(),
-                expected: Scheme::NAMES,
-            }),
-        }
-    }
-}
-
 /// Tsunami's knobs, the original client's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TsunamiConfig {
@@ -403,8 +374,6 @@ enum End {
     Receiver {
         rules: Box<dyn RecvRules>,
         got: Bitmap,
-        /// Control bytes read but not yet a whole frame.
-        partial: Vec<u8>,
         completed: bool,
     },
 }
@@ -414,7 +383,7 @@ enum End {
 pub struct BlastConnection {
     io: Io,
     end: End,
-    /// Control bytes read at the sender but not yet a whole frame.
+    /// Control bytes read but not yet a whole frame.
     partial: Vec<u8>,
 }
 
@@ -453,7 +422,6 @@ impl BlastConnection {
             end: End::Receiver {
                 rules,
                 got,
-                partial: vec![],
                 completed: false,
             },
             partial: vec![],
@@ -517,12 +485,8 @@ impl BlastConnection {
     /// that is not this protocol's is counted and the rest of the stream dropped,
     /// as a reader that lost its framing must.
     pub fn handle_control(&mut self, now: Instant, bytes: &[u8]) {
-        let partial = match &mut self.end {
-            End::Receiver { partial, .. } => partial,
-            End::Sender { .. } => &mut self.partial,
-        };
-        partial.extend_from_slice(bytes);
-        let buf = core::mem::take(partial);
+        self.partial.extend_from_slice(bytes);
+        let mut buf = core::mem::take(&mut self.partial);
         let mut at = 0;
         loop {
             match Message::parse(&buf[at..]) {
@@ -538,11 +502,8 @@ impl BlastConnection {
                 }
             }
         }
-        let rest = buf[at..].to_vec();
-        match &mut self.end {
-            End::Receiver { partial, .. } => *partial = rest,
-            End::Sender { .. } => self.partial = rest,
-        }
+        buf.drain(..at);
+        self.partial = buf;
     }
 
     fn on_message(&mut self, now: Instant, m: Message) {

@@ -152,15 +152,18 @@ impl TcpConnection {
     /// echo, as [`Timestamps`] says.
     #[inline(always)]
     fn rtt_sample(&mut self, now: Instant, sent: Option<Instant>, tsecr: Option<u32>) {
-        let echo = tsecr.filter(|_| self.ts_ok).map(|e| {
+        // The echo's sample, worked out only where it is used (most ACKs of a
+        // Linux-like sender are timed from the send time).
+        let echo = |e: u32| {
             // Linux counts a sub-millisecond echo as 1 ms (`tcp_rtt_tsopt_us`).
             let ms = (self.tsval(now).wrapping_sub(e) as i32).max(1);
             ms as u64 * 1_000_000
-        });
-        let sample = match (self.cfg.timestamps, sent, echo) {
-            (Timestamps::Rfc7323, _, Some(e)) => Some(e),
+        };
+        let tsecr = tsecr.filter(|_| self.ts_ok);
+        let sample = match (self.cfg.timestamps, sent, tsecr) {
+            (Timestamps::Rfc7323, _, Some(e)) => Some(echo(e)),
             (_, Some(sent), _) => Some(now.nanos_since(sent)),
-            (_, None, e) => e,
+            (_, None, e) => e.map(echo),
         };
         if let Some(ns) = sample {
             self.rtt.on_sample_nanos(ns);

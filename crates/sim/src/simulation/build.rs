@@ -41,7 +41,7 @@ impl Simulation {
             .map(|n| NodeRt {
                 kind: n.kind,
                 endpoints: vec![],
-                by_port: vec![],
+                by_port: Default::default(),
             })
             .collect();
         let links: Vec<Link> = topo
@@ -278,6 +278,7 @@ impl Simulation {
             into_early: vec![false; nl],
             host_next_obs: vec![Instant::MAX; nodes_len],
             host_wake: vec![Instant::MAX; nodes_len],
+            host_timers: vec![None; nodes_len],
             early_pending: vec![],
             snaps: vec![std::collections::VecDeque::new(); nf],
             datagram: vec![0; 65535],

@@ -172,6 +172,7 @@ impl Simulation {
         let r = E::record(&mut self.flows[f]).expect("same flow");
         let deadline = E::ends(r)[side].poll_timeout();
         let timer = &mut E::timers(r)[side];
+        let was = *timer;
         rearm(
             &mut self.sched,
             timer,
@@ -179,9 +180,9 @@ impl Simulation {
             Event::Timer(f as u32, 2 * E::ENGINE + side as u8),
         );
         if let (Some(d), 1) = (*timer, side) {
-            // (Read only for early hosts: see `catch_up`.)
-            let wake = &mut self.host_wake[to];
-            *wake = (*wake).min(d);
+            if was != Some(d) {
+                self.host_timer_armed(to, d, f);
+            }
         }
         if let (Some((t, c)), 1) = (channel, side) {
             self.channel_progress(now, t as usize, usize::from(c));

@@ -24,12 +24,14 @@
 //! - Not with transfers (their channels are also driven by the transfer) nor base
 //!   stations (Snoop reads and writes both directions in the middle).
 
+use std::cmp::Reverse;
+
 use crate::app::Flow;
 use crate::packet::PacketId;
 use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::{Duration, Instant};
 
-use super::{Simulation, CONTROL_FLAG};
+use super::{HostTimers, Simulation, CONTROL_FLAG};
 
 impl Simulation {
     /// Marks the links [`cut_through_links`](Self::cut_through_links) finds, before
@@ -46,6 +48,7 @@ impl Simulation {
             self.into_early[l] = true;
             self.host_next_obs[self.links[l].to] = first_obs;
             self.host_wake[self.links[l].to] = first_obs;
+            self.host_timers[self.links[l].to] = Some(HostTimers::new());
         }
     }
 
@@ -266,15 +269,7 @@ impl Simulation {
     #[cold]
     pub(super) fn catch_up(&mut self, node: usize, at: Instant) {
         loop {
-            // The host's earliest receiver timer (the first flow's, on a tie).
-            let timer = self.nodes[node]
-                .endpoints
-                .iter()
-                .filter_map(|e| match &self.flows[e.flow as usize] {
-                    Flow::Tcp(t) => t.timer_at[1].map(|d| (d, e.flow as usize)),
-                    _ => None,
-                })
-                .min_by_key(|&(d, _)| d);
+            let timer = self.earliest_host_timer(node);
             let obs = self.host_next_obs[node];
             match timer {
                 Some((d, f)) if d <= at && d <= obs => self.fire_early_timer(d, f),
@@ -289,10 +284,35 @@ impl Simulation {
         }
     }
 
+    /// Early host `node`'s earliest armed receiver timer (the first flow's, on a
+    /// tie), with the entries before it that are no longer armed dropped.
+    fn earliest_host_timer(&mut self, node: usize) -> Option<(Instant, usize)> {
+        let timers = self.host_timers[node].as_mut()?;
+        while let Some(&Reverse((d, f))) = timers.peek() {
+            match &self.flows[f as usize] {
+                Flow::Tcp(t) if t.timer_at[1] == Some(d) => return Some((d, f as usize)),
+                _ => timers.pop(),
+            };
+        }
+        None
+    }
+
+    /// A receiver timer was armed for `d` at early host `node`, by flow `f`.
+    #[inline]
+    pub(super) fn host_timer_armed(&mut self, node: usize, d: Instant, f: usize) {
+        if let Some(timers) = &mut self.host_timers[node] {
+            timers.push(Reverse((d, f as u32)));
+            self.host_wake[node] = self.host_wake[node].min(d);
+        }
+    }
+
     /// Fires the receiver timer of flow `f`, due at `d`, ahead of the clock (the
     /// event already scheduled for it will find it no longer armed for `d`).
     #[cold]
     pub(super) fn fire_early_timer(&mut self, d: Instant, f: usize) {
+        if let Some(timers) = &mut self.host_timers[self.flow_ends[f].1] {
+            timers.pop(); // this timer's entry: `catch_up` read it at the top
+        }
         // Armed for `d`: `catch_up` read it there.
         self.expire::<TcpConnection>(d, f, 1);
     }

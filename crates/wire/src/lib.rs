@@ -59,13 +59,16 @@ impl core::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// The big-endian `u16` at `b[at..]` (the caller checked the length).
-pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
+/// The big-endian `u16` at `b[at..]` (the caller checked the length). Engines' fast
+/// paths read fixed header offsets with these too.
+#[inline(always)]
+pub fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 /// The big-endian `u32` at `b[at..]` (the caller checked the length).
-pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+#[inline(always)]
+pub fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 

@@ -88,10 +88,14 @@ pub struct TcpTimestamp {
 /// Bytes the timestamps option takes with its two NOPs.
 pub const TIMESTAMP_OPTION_LEN: usize = 12;
 
+/// The first four bytes of the timestamps option as Linux sends it: NOP, NOP, kind
+/// and length.
+pub const TIMESTAMP_OPTION_HEAD: [u8; 4] = [field::OPT_NOP, field::OPT_NOP, field::OPT_TSTAMP, 10];
+
 /// Writes NOP, NOP and the timestamps option at the front of `buf` (at least
 /// [`TIMESTAMP_OPTION_LEN`] bytes), the layout Linux sends.
 pub fn emit_timestamp_option(buf: &mut [u8], ts: TcpTimestamp) {
-    buf[..4].copy_from_slice(&[field::OPT_NOP, field::OPT_NOP, field::OPT_TSTAMP, 10]);
+    buf[..4].copy_from_slice(&TIMESTAMP_OPTION_HEAD);
     buf[4..8].copy_from_slice(&ts.tsval.to_be_bytes());
     buf[8..12].copy_from_slice(&ts.tsecr.to_be_bytes());
 }

@@ -14,26 +14,19 @@
 //! FIN state) falls through to the general path, which would have done exactly the
 //! same for all of these.
 
-use longhaul_wire::tcp::TcpTimestamp;
+use longhaul_wire::tcp::{TcpTimestamp, TIMESTAMP_OPTION_HEAD, TIMESTAMP_OPTION_LEN};
 use longhaul_wire::{Ipv4Packet, TcpControl, TcpPacket, TcpRepr};
 
 use super::{State, TcpConnection, MAX_SACK_BLOCKS};
 use crate::cc::{AckSample, CongestionControl};
 use crate::seq::unwrap_tcp;
 use crate::time::Instant;
-use longhaul_wire::TcpSeqNumber;
+use longhaul_wire::{be16, be32, TcpSeqNumber};
 
 /// IPv4 (20) and TCP (20) headers without options.
 const HDR: usize = 40;
 const ACK: u8 = 0x10;
 const PSH: u8 = 0x08;
-
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
 
 type SackRanges = [Option<(TcpSeqNumber, TcpSeqNumber)>; MAX_SACK_BLOCKS];
 
@@ -74,7 +67,14 @@ impl TcpConnection {
         let seq = TcpSeqNumber(be32(d, 24));
         let ack = TcpSeqNumber(be32(d, 28));
         let mut ts = None;
-        if hdr > HDR {
+        if hdr == HDR + TIMESTAMP_OPTION_LEN && d[HDR..HDR + 4] == TIMESTAMP_OPTION_HEAD {
+            // The timestamps option alone (every segment but a recovery's ACKs, once
+            // negotiated): read in place, without the general options' result.
+            ts = Some(TcpTimestamp {
+                tsval: be32(d, HDR + 4),
+                tsecr: be32(d, HDR + 8),
+            });
+        } else if hdr > HDR {
             let Some((t, sack_ranges)) = longhaul_wire::tcp::parse_fast_options(&d[HDR..hdr])
             else {
                 return false;

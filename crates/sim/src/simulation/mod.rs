@@ -300,6 +300,42 @@ fn rearm(sched: &mut Scheduler, live: &mut Option<Instant>, deadline: Option<Ins
 mod tests {
     use super::*;
 
+    /// A host finds each endpoint by protocol and port, the first of a key where two
+    /// share one, nothing for a port nobody holds: by comparing in turn up to
+    /// [`SCAN_ENDPOINTS`], by hash beyond.
+    #[test]
+    fn a_host_finds_its_endpoints_by_protocol_and_port() {
+        for n in [1, SCAN_ENDPOINTS, SCAN_ENDPOINTS + 1, 1000] {
+            let mut node = NodeRt {
+                kind: NodeKind::Host,
+                endpoints: vec![],
+                by_port: Default::default(),
+            };
+            let e = |protocol, port, flow| Endpoint {
+                protocol,
+                port,
+                flow,
+                side: 1,
+            };
+            for i in 0..n as u16 {
+                node.add_endpoint(e(6, TCP_RECEIVER_PORT + i, u32::from(i)));
+            }
+            // The same port under another protocol, and a second endpoint on a key.
+            node.add_endpoint(e(17, TCP_RECEIVER_PORT, 7777));
+            node.add_endpoint(e(6, TCP_RECEIVER_PORT, 9999));
+            for i in 0..n as u16 {
+                let found = node.endpoint(6, TCP_RECEIVER_PORT + i).map(|e| e.flow);
+                assert_eq!(found, Some(u32::from(i)), "{n} endpoints, port {i}");
+            }
+            assert_eq!(
+                node.endpoint(17, TCP_RECEIVER_PORT).map(|e| e.flow),
+                Some(7777)
+            );
+            assert!(node.endpoint(6, TCP_RECEIVER_PORT + n as u16).is_none());
+            assert!(node.endpoint(17, TCP_RECEIVER_PORT + 1).is_none());
+        }
+    }
+
     /// The packet pool is sized from the links, so the reference run at 100 ms,
     /// through its slow-start overshoot (some 17 000 segments in flight and 16 801
     /// dropped), never grows it: growing copies every slot.

@@ -85,6 +85,10 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["flow[1].cc", "newreno", "cubic", "bbr"],
         ),
         (
+            base() + "[[flow]]\nprotocol = \"tcp\"\nrto = \"bsd\"\n",
+            &["flow[1].rto", "unknown `bsd`", "rfc6298", "linux"],
+        ),
+        (
             base() + "[[flow]]\nprotocol = \"tcp\"\nbbr = { startup_growth = 9.0 }\n",
             &["flow[1].bbr", "bbr-lh"],
         ),

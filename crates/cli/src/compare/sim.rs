@@ -52,7 +52,9 @@ pub(super) struct SimFigures {
 /// The kernel settings the simulated TCP is configured to match.
 pub(super) const KERNEL_MATCHED: &[&str] = &[
     "initial window 10 segments (Linux's IW10)",
-    "minimum RTO 200 ms (Linux's TCP_RTO_MIN)",
+    "the RTO as Linux works it out: SRTT + RTTVAR, RTTVAR at least 200 ms (TCP_RTO_MIN) \
+     and the flight's largest deviation (tcp_rtt_estimator)",
+    "the timestamps option on every segment: 1500-byte packets, as the kernel's",
     "SACK on; MSS 1448 bytes (1500 less IP, TCP and the timestamp option)",
     "delayed ACKs: every second full segment, or after 40 ms (Linux's delack minimum)",
     "Reno's increase counts ACKed bytes (Linux counts segments, not ACKs)",
@@ -64,10 +66,6 @@ pub(super) fn unmatched(scheme: &Scheme) -> Vec<&'static str> {
     match scheme {
         Scheme::Kernel { cc, .. } => {
             let mut v = vec![
-                "the TCP timestamps option: simulated segments are 1488 bytes on the wire, \
-                 the kernel's 1500",
-                "Linux's RTO is SRTT + max(4 RTTVAR, 200 ms); the simulator's is RFC 6298's \
-                 SRTT + 4 RTTVAR, floored at 200 ms",
                 "loss detection: the kernel runs RACK-TLP and Proportional Rate Reduction; \
                  the simulator RFC 6675 SACK recovery",
                 "receive-buffer autotuning: the simulator advertises the cap from the start; \
@@ -111,7 +109,7 @@ pub(super) fn scenario_text(scheme: &Scheme, path: &SimPath) -> String {
             for _ in 0..*streams {
                 s += &format!(
                     "[[flow]]\nprotocol = \"tcp\"\ncc = \"{cc}\"\ninitial_window = \"iw10\"\n\
-                     min_rto = \"200ms\"\nsack = true\nmss = 1448\nack_every = 2\n\
+                     rto = \"linux\"\nsack = true\nmss = 1448\nack_every = 2\n\
                      delayed_ack_timeout = \"40ms\"\nsend_buffer = \"{}B\"\nrecv_buffer = \"{}B\"\n",
                     TCP_BUFFER_MAX, TCP_BUFFER_MAX
                 );

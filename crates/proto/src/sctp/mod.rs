@@ -37,7 +37,7 @@ use longhaul_wire::{ipv4, Checksum, Ipv4Address};
 
 use crate::cc::{SctpCc, SctpCcProfile};
 use crate::engine::{Engine, Layer, Transmit};
-use crate::rtt::{RtoConfig, RttEstimator};
+use crate::rtt::{RtoConfig, RtoFormula, RttEstimator};
 use crate::time::{Duration, Instant};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
@@ -98,6 +98,7 @@ impl SctpConfig {
             max_rto: Duration::from_secs(60),
             initial_rto: Duration::from_secs(1),
             granularity: Duration::from_millis(1),
+            formula: RtoFormula::Rfc6298,
         },
         sack_delay: Duration::from_millis(200),
         sack_freq: 2,
@@ -121,6 +122,7 @@ impl SctpConfig {
             max_rto: Duration::from_secs(60),
             initial_rto: Duration::from_secs(3),
             granularity: Duration::from_millis(1),
+            formula: RtoFormula::Rfc6298,
         },
         recv_buffer: 110_592,
         ..SctpConfig::RFC9260

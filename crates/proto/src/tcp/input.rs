@@ -166,7 +166,8 @@ impl TcpConnection {
             (_, None, e) => e.map(echo),
         };
         if let Some(ns) = sample {
-            self.rtt.on_sample_nanos(ns);
+            let (una, nxt) = (self.board.una(), self.board.max());
+            self.rtt.on_ack_sample_nanos(ns, una, nxt);
         }
     }
 
@@ -190,7 +191,7 @@ impl TcpConnection {
             self.board.enable_rate_sampling();
         }
         if let (Some(sent), false) = (self.syn_sent_at, self.syn_retransmitted) {
-            self.rtt.on_sample_nanos(now.nanos_since(sent));
+            self.rtt.on_ack_sample_nanos(now.nanos_since(sent), 0, 0);
         }
         self.rto_at = None;
         self.events.push_back(Event::Connected);

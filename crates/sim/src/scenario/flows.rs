@@ -140,12 +140,27 @@ impl Loader<'_> {
         if let Some(d) = &t.delayed_ack_timeout {
             c.ack.delay = self.time(&format!("{key}.delayed_ack_timeout"), d)?;
         }
+        if let Some(r) = &t.rto {
+            c.rto = match r.as_str() {
+                "rfc6298" => RtoConfig::RFC6298,
+                "linux" => RtoConfig::LINUX,
+                other => {
+                    return Err(self.err(
+                        format!("{key}.rto"),
+                        format!("unknown `{other}`: use \"rfc6298\" (SRTT + 4·RTTVAR, at least 1 s) or \"linux\" (SRTT + RTTVAR, RTTVAR at least 200 ms)"),
+                    ))
+                }
+            };
+        }
         if let Some(m) = &t.min_rto {
             let m = self.time(&format!("{key}.min_rto"), m)?;
-            c.rto = RtoConfig {
-                min_rto: m,
-                ..RtoConfig::RFC6298
+            // On the formula `rto` chose, else RFC 6298's (whatever the profile).
+            let base = if t.rto.is_some() {
+                c.rto
+            } else {
+                RtoConfig::RFC6298
             };
+            c.rto = RtoConfig { min_rto: m, ..base };
         }
         if let Some(iw) = &t.initial_window {
             c.initial_window = match iw {

@@ -444,6 +444,7 @@ pub(super) struct TcpFlowFile {
     pub(super) sack: Option<bool>,
     pub(super) ack_every: Option<u32>,
     pub(super) delayed_ack_timeout: Option<String>,
+    pub(super) rto: Option<String>,
     pub(super) min_rto: Option<String>,
     pub(super) initial_window: Option<toml::Value>,
     pub(super) recv_buffer: Option<String>,

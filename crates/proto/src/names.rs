@@ -10,6 +10,7 @@ use crate::cc::{
     ArUdtConfig, BbrConfig, CcAlgorithm, CubicConfig, FastConfig, LhChanges, SpwScope, UdtConfig,
     UdtProfile,
 };
+use crate::rtt::RtoFormula;
 use crate::sctp::SctpConfig;
 use crate::tcp::{TcpConfig, Timestamps};
 use crate::udt::RateControl;
@@ -296,6 +297,30 @@ impl core::str::FromStr for Scheme {
     }
 }
 
+impl RtoFormula {
+    /// Every formula's name.
+    pub const NAMES: &'static [&'static str] = &["rfc6298", "linux"];
+
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RtoFormula::Rfc6298 => "rfc6298",
+            RtoFormula::Linux => "linux",
+        }
+    }
+}
+
+impl core::str::FromStr for RtoFormula {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
+        match s {
+            "rfc6298" => Ok(RtoFormula::Rfc6298),
+            "linux" => Ok(RtoFormula::Linux),
+            _ => Err(unknown(s, Self::NAMES)),
+        }
+    }
+}
+
 impl Timestamps {
     /// Every setting's name.
     pub const NAMES: &'static [&'static str] = &["linux", "rfc7323", "off"];
@@ -347,6 +372,9 @@ mod tests {
         }
         for n in SpwScope::NAMES {
             assert!(n.parse::<SpwScope>().is_ok());
+        }
+        for n in RtoFormula::NAMES {
+            assert_eq!(n.parse::<RtoFormula>().unwrap().name(), *n);
         }
         for n in Protocol::NAMES {
             assert_eq!(n.parse::<Protocol>().unwrap().name(), *n);

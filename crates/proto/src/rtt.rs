@@ -56,6 +56,17 @@ impl RtoConfig {
     };
 }
 
+impl RtoConfig {
+    /// The preset that goes with `formula`: RFC 6298's bounds with its formula,
+    /// Linux's with Linux's.
+    pub const fn preset(formula: RtoFormula) -> RtoConfig {
+        match formula {
+            RtoFormula::Rfc6298 => RtoConfig::RFC6298,
+            RtoFormula::Linux => RtoConfig::LINUX,
+        }
+    }
+}
+
 impl Default for RtoConfig {
     fn default() -> Self {
         RtoConfig::RFC6298

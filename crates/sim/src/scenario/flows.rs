@@ -141,16 +141,10 @@ impl Loader<'_> {
             c.ack.delay = self.time(&format!("{key}.delayed_ack_timeout"), d)?;
         }
         if let Some(r) = &t.rto {
-            c.rto = match r.as_str() {
-                "rfc6298" => RtoConfig::RFC6298,
-                "linux" => RtoConfig::LINUX,
-                other => {
-                    return Err(self.err(
-                        format!("{key}.rto"),
-                        format!("unknown `{other}`: use \"rfc6298\" (SRTT + 4·RTTVAR, at least 1 s) or \"linux\" (SRTT + RTTVAR, RTTVAR at least 200 ms)"),
-                    ))
-                }
-            };
+            let formula = r
+                .parse()
+                .map_err(|e| self.err(format!("{key}.rto"), format!("{e}")))?;
+            c.rto = RtoConfig::preset(formula);
         }
         if let Some(m) = &t.min_rto {
             let m = self.time(&format!("{key}.min_rto"), m)?;

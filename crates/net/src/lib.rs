@@ -23,6 +23,7 @@
 
 #![warn(missing_docs)]
 
+mod arrivals;
 pub mod bench;
 pub mod clock;
 pub mod doctor;

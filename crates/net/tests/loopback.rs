@@ -70,27 +70,37 @@ fn a_stream_arrives_byte_exact_over_loopback() {
         datagrams > 12_000 && calls * 2 < datagrams,
         "{calls} send calls carried {datagrams} datagrams"
     );
+    // UDP GRO (Linux 5.0 and later, loopback included): the datagrams of one GSO
+    // send come up in one read. Measured: 20 633 datagrams in 7 000-8 000 reads
+    // (the sender's runs average under 3 datagrams here, where it is paced, not
+    // pressed for CPU); one read per datagram without GRO.
+    assert!(
+        received.runs_received * 3 < received.datagrams_received * 2,
+        "{} reads returned {} datagrams: no runs",
+        received.runs_received,
+        received.datagrams_received
+    );
     // System calls per data packet, by the drivers' own counters: every send,
-    // recv (the empty one ending each drain included), ppoll and sched_yield over
-    // the datagrams this end sent (sender) or received (receiver). Measured on the
-    // 2-core development machine (2026-11-26, 8 runs, alone and beside the rest
-    // of the suite): sender 0.09-0.56 (a GSO send
-    // carries about 35 datagrams; the rest is reading ACKs, more when it spins
-    // waiting for them), receiver 1.14-1.38 (a recv per datagram, by design: see
-    // `drain`, the empty recv ending each drain, an ACK send per 10 ms). The bounds,
-    // about 2.5x and 2x the worst run, leave room for a busier machine (spinning
-    // adds empty recvs) and fail a driver that adds a system call per packet (a
-    // poll or a yield per datagram); the sends-per-datagram check above fails one
-    // that stops batching.
+    // recvmsg (the empty one ending each drain included), ppoll and sched_yield
+    // over the datagrams this end sent (sender) or received (receiver). Measured
+    // on the 2-core development machine (2026-11-27, 8 runs): sender 1.66-1.86,
+    // receiver 0.94-1.16. The sender is paced here, not pressed for CPU: each
+    // round of its loop sends what is due (a GSO send carries about 3 datagrams),
+    // reads the socket for ACKs and yields until the next is due; the receiver
+    // reads runs and polls the socket while it waits. (Before the receiver read
+    // runs, the sender's sends also cut up and queued each datagram for it, so it
+    // was pressed for CPU and sent runs of 35: 0.09-0.56 and 1.14-1.38.) The bounds
+    // fail a driver that adds a system call per packet (a poll or a yield per
+    // datagram); the sends-per-datagram check above fails one that stops batching.
     let per_sent = sent.syscalls() as f64 / sent.datagrams_sent as f64;
     let per_received = received.syscalls() as f64 / received.datagrams_received as f64;
     eprintln!("syscalls per packet: sender {per_sent:.2} ({sent:?}), receiver {per_received:.2} ({received:?})");
     assert!(
-        per_sent < 1.5,
+        per_sent < 2.6,
         "sender: {per_sent:.2} syscalls per datagram, {sent:?}"
     );
     assert!(
-        per_received < 2.8,
+        per_received < 1.9,
         "receiver: {per_received:.2} syscalls per datagram, {received:?}"
     );
 }

@@ -96,7 +96,7 @@ pub struct RecvArgs {
     /// GLOBUS_TCP_PORT_RANGE). By default the system picks them.
     #[arg(long)]
     data_ports: Option<String>,
-    /// Refuse sessions whose buffers (channels × (block + UDT buffer)) would take
+    /// Refuse sessions whose buffers (channels × (a block, and over UDT a second block and the packet buffer)) would take
     /// more memory than this here.
     #[arg(long, default_value = "512MiB")]
     memory_cap: String,
@@ -170,7 +170,7 @@ pub struct SendArgs {
     rate_limit: Option<String>,
     #[command(flatten)]
     token: TokenArgs,
-    /// Refuse to start if the session's buffers (channels × (block + UDT buffer))
+    /// Refuse to start if the session's buffers (channels × (a block, and over UDT a second block and the packet buffer))
     /// would take more memory than this here.
     #[arg(long, default_value = "512MiB")]
     memory_cap: String,

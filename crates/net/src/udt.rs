@@ -501,6 +501,26 @@ impl UdtSocket {
         Ok(())
     }
 
+    /// Writes all of `data` without copying it: the send buffer holds slices of
+    /// it until they are acknowledged (`UdtConnection::send_shared`), one copy per
+    /// byte fewer than [`write_all`](Self::write_all). The caller has its buffer
+    /// back when `data` is unique again.
+    pub fn write_all_shared(&mut self, data: &bytes::Bytes) -> Result<(), NetError> {
+        let mut off = 0;
+        while off < data.len() {
+            if self.broken {
+                return Err(NetError::Broken);
+            }
+            let n = self
+                .conn
+                .send_shared(&data.slice(off..))
+                .map_err(|_| NetError::NotConnected)?;
+            off += n;
+            self.step(n == 0)?;
+        }
+        Ok(())
+    }
+
     /// Reads into `buf`; 0 once the peer has shut down and everything is read.
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, NetError> {
         Ok(self.read_until(buf, None)?.expect("no deadline"))

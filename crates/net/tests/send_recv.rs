@@ -679,12 +679,12 @@ fn a_session_over_the_memory_cap_is_refused() {
     write(&f, 1000, 1);
     let dst = tempfile::tempdir().unwrap();
     let (addr, h) = receiver(recv_opts(dst.path(), "t"));
-    // 200 UDT channels x (256 KiB + 8192 packets of 1500 bytes) is 2.3 GiB.
+    // 200 UDT channels x (2 x 256 KiB + 8192 packets of 1500 bytes) is 2.4 GiB.
     let e = send(&send_opts(vec![f], addr, "t", 200)).unwrap_err();
     assert!(e.to_string().contains("MiB of buffers"), "{e}");
     assert!(h.join().unwrap().is_err());
     assert_eq!(std::fs::read_dir(dst.path()).unwrap().count(), 0);
-    // The cap is the receiver's to set: 4 channels (4 x 12.5 MB) pass 64 MiB, 8 do not.
+    // The cap is the receiver's to set: 4 channels (4 x 12.8 MB) pass 64 MiB, 8 do not.
     for (channels, fits) in [(8, false), (4, true)] {
         let mut r = recv_opts(dst.path(), "t");
         r.memory_cap = 64 << 20;

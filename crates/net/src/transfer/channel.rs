@@ -213,6 +213,15 @@ impl DataChannel {
         }
     }
 
+    /// Writes a block: over UDT as slices of `b` itself (no copy into the send
+    /// buffer; `b` is unique again once acknowledged), over TCP as bytes.
+    pub fn write_block(&mut self, b: &bytes::Bytes) -> Result<(), TransferError> {
+        match self {
+            DataChannel::Udt(s) => Ok(s.write_all_shared(b)?),
+            _ => self.write_all(b),
+        }
+    }
+
     /// Waits until little of what was written is still unsent (see
     /// [`UdtSocket::drain_below`]). TCP channels return at once: the kernel's
     /// socket takes what it takes, and its unsent data is not this side's to see.

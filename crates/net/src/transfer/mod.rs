@@ -186,18 +186,23 @@ pub const MEMORY_CAP: u64 = 512 << 20;
 
 /// Buffer memory a session of `channels` channels and `block_size`-byte blocks
 /// takes on one side: a block (and its hash) per channel, and per UDT channel its
-/// packet buffer (the larger of send and receive; TCP's lives in the kernel).
+/// packet buffer (the larger of send and receive; TCP's lives in the kernel) and
+/// one block more: a sender's packet buffer holds slices of the blocks it sends,
+/// and a block stays whole while any of its packets is unacknowledged.
 pub fn session_memory(
     channels: u16,
     block_size: u32,
     transport: Transport,
     udt: &longhaul_proto::udt::UdtConnConfig,
 ) -> u64 {
+    let block = u64::from(block_size) + 32;
     let transport_buffer = match transport {
-        Transport::Udt => u64::from(udt.rcv_buf_pkts.max(udt.snd_buf_pkts)) * u64::from(udt.mss),
+        Transport::Udt => {
+            u64::from(udt.rcv_buf_pkts.max(udt.snd_buf_pkts)) * u64::from(udt.mss) + block
+        }
         Transport::Tcp => 0,
     };
-    u64::from(channels) * (u64::from(block_size) + 32 + transport_buffer)
+    u64::from(channels) * (block + transport_buffer)
 }
 
 /// What the receiver calls its working files beside a file `NAME` it receives:

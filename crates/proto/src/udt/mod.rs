@@ -230,10 +230,12 @@ struct Feedback {
     k: u32,
 }
 
-/// A packet's payload: real bytes, or (in the simulator) only a length.
+/// A packet's payload: real bytes (copied in, or a slice of the writer's own
+/// buffer), or (in the simulator) only a length.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Payload {
     Bytes(Vec<u8>),
+    Shared(bytes::Bytes),
     Virtual(u32),
 }
 
@@ -241,6 +243,7 @@ impl Payload {
     fn len(&self) -> usize {
         match self {
             Payload::Bytes(b) => b.len(),
+            Payload::Shared(b) => b.len(),
             Payload::Virtual(n) => *n as usize,
         }
     }
@@ -248,6 +251,7 @@ impl Payload {
     fn as_arrived(&self) -> Arrived<'_> {
         match self {
             Payload::Bytes(b) => Arrived::Bytes(b),
+            Payload::Shared(b) => Arrived::Bytes(b),
             Payload::Virtual(n) => Arrived::Virtual(*n),
         }
     }
@@ -530,6 +534,24 @@ impl UdtConnection {
             let b = self.spare.copy_of(chunk);
             self.snd_buf.push_back(Payload::Bytes(b));
             taken += chunk.len();
+        }
+        Ok(taken)
+    }
+
+    /// Queues `data` for sending as slices of itself, without copying it: the send
+    /// buffer holds a reference to `data` until its last packet is acknowledged,
+    /// so a writer that wants its buffer back waits for it to be unique
+    /// (`Bytes::try_into_mut`). Returns how many bytes fit in the send buffer.
+    pub fn send_shared(&mut self, data: &bytes::Bytes) -> Result<usize, SendError> {
+        if self.state != State::Connected || self.closing {
+            return Err(SendError::NotConnected);
+        }
+        let mut taken = 0;
+        while taken < data.len() && self.snd_buf.len() < self.cfg.snd_buf_pkts as usize {
+            let end = (taken + self.payload).min(data.len());
+            self.snd_buf
+                .push_back(Payload::Shared(data.slice(taken..end)));
+            taken = end;
         }
         Ok(taken)
     }

@@ -95,6 +95,10 @@ impl UdtConnection {
                 buf[HEADER_LEN..HEADER_LEN + b.len()].copy_from_slice(b);
                 HEADER_LEN + b.len()
             }
+            Payload::Shared(b) => {
+                buf[HEADER_LEN..HEADER_LEN + b.len()].copy_from_slice(b);
+                HEADER_LEN + b.len()
+            }
             Payload::Virtual(_) => HEADER_LEN,
         };
         let tx = Transmit {

@@ -147,6 +147,47 @@ fn losses_are_naked_and_repaired() {
     );
 }
 
+/// A block given as `Bytes` goes out as slices of itself, losses repaired from
+/// them, and the writer gets the block back (unique again) once the last of its
+/// packets is acknowledged, not before.
+#[test]
+fn a_shared_block_arrives_and_comes_back_once_acknowledged() {
+    let mut p = pair(cfg(11, 77), cfg(22, 5), 200, |n, _| n % 50 == 0);
+    let data = pattern(2_000_000);
+    let block = bytes::Bytes::from(data.clone());
+    let end = Instant::ZERO + Duration::from_secs(60);
+    let mut off = 0;
+    let mut was_shared = false;
+    while p.now < end && p.app.received.len() < data.len() {
+        if p.ends[0].state() == State::Connected && off < data.len() {
+            off += p.ends[0].send_shared(&block.slice(off..)).unwrap();
+        }
+        was_shared |= !block.is_unique();
+        if !p.step() {
+            break;
+        }
+    }
+    assert!(
+        p.app.received == data,
+        "{} of {} bytes",
+        p.app.received.len(),
+        data.len()
+    );
+    assert!(was_shared, "the send buffer held slices of the block");
+    assert!(
+        p.ends[0].stats().retransmitted >= 20,
+        "{:?}",
+        p.ends[0].stats()
+    );
+    // Run until the last ACK reaches the sender.
+    while p.ends[0].unacked_pkts() > 0 && p.now < end && p.step() {}
+    assert_eq!(p.ends[0].unacked_pkts(), 0);
+    assert!(
+        block.is_unique(),
+        "acknowledged packets let go of the block"
+    );
+}
+
 #[test]
 fn same_inputs_same_bytes() {
     let run = || {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use longhaul_proto::transfer::HEADER_LEN;
 use longhaul_proto::udt::UdtConnConfig;
 
+use self::buffers::BlockBuffers;
 use super::channel::{DataChannel, Seal};
 use super::control::{ControlWriter, DirEntry, FileEntry, Msg, Side};
 use super::raw::open_session;
@@ -21,6 +22,7 @@ use super::{TransferError, END_OF_CHANNEL};
 use crate::secure::{self};
 use crate::Impairment;
 
+mod buffers;
 mod listing;
 mod sched;
 mod source;
@@ -522,7 +524,7 @@ impl ChannelJob {
         // file it is reading open: a tree of 100 000 files must not hold
         // 100 000 descriptors.
         let mut open: Option<(u32, File)> = None;
-        let mut buf = vec![0u8; HEADER_LEN + block_size as usize + 32];
+        let mut blocks = BlockBuffers::new(HEADER_LEN + block_size as usize + 32);
         let mut sent = Sent::default();
         let cushion = (block_size / 8) as usize;
         loop {
@@ -538,6 +540,7 @@ impl ChannelJob {
                 }
             };
             let n = b.len as usize;
+            let mut buf = blocks.take(HEADER_LEN + n + 32);
             b.emit(&mut buf[..HEADER_LEN]);
             let data = &mut buf[HEADER_LEN..HEADER_LEN + n];
             read_block(&sources, &mut open, b.file, data, b.offset)?;
@@ -549,11 +552,16 @@ impl ChannelJob {
                 sent.changed += 1;
             }
             if (held.is_none() && !whole) || differs {
-                s.write_all(&buf[..HEADER_LEN + n + 32])?;
+                let frame = buf.freeze();
+                s.write_block(&frame)?;
+                blocks.lent(frame);
                 sent.bytes += u64::from(b.len);
                 sent.blocks += 1;
-            } else if !whole {
-                sent.skipped += 1;
+            } else {
+                blocks.give_back(buf);
+                if !whole {
+                    sent.skipped += 1;
+                }
             }
             // After the block is on its way: the digest follows its blocks.
             let digest = shared.lock().expect("no panics hold it").hashed(&b, h);

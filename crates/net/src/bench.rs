@@ -139,11 +139,13 @@ pub fn loopback(
         clients.push(thread::spawn(
             move || -> Result<(u64, u64, IoCounters, f64), NetError> {
                 let mut s = UdtSocket::connect_protected(addr, client_cfg, LIMIT, protect)?;
-                let block: Vec<u8> = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
+                // Written as `send` writes its blocks: shared with the send buffer,
+                // not copied into it.
+                let block: bytes::Bytes = (0..1 << 20).map(|i: u32| (i >> 3) as u8).collect();
                 let mut left = bytes_per_channel;
                 while left > 0 {
                     let n = left.min(block.len() as u64) as usize;
-                    s.write_all(&block[..n])?;
+                    s.write_all_shared(&block.slice(..n))?;
                     left -= n as u64;
                 }
                 let st = *s.connection().stats();

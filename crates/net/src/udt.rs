@@ -5,7 +5,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration as StdDuration;
 
-use longhaul_proto::udt::{Event, State, UdtConnConfig, UdtConnection};
+use longhaul_proto::udt::{Direct, Event, State, UdtConnConfig, UdtConnection};
 use longhaul_proto::{Engine, Instant};
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::SplitMix64;
@@ -556,7 +556,14 @@ impl UdtSocket {
             if give_up.is_some_and(|t| self.clock.now() >= t) {
                 return Ok(None);
             }
-            self.step(true)?;
+            // Nothing waits in the connection: what arrives in order goes straight
+            // into `buf` (one copy of each byte fewer).
+            let mut reader = Direct::new(buf);
+            self.step_within(true, StdDuration::MAX, &mut reader)?;
+            let n = reader.filled();
+            if n > 0 {
+                return Ok(Some(n));
+            }
         }
     }
 
@@ -595,7 +602,7 @@ impl UdtSocket {
     /// One round of the driver: send what is due, take what arrived, run the
     /// timers; with `wait`, then wait for a datagram or the next deadline.
     fn step(&mut self, wait: bool) -> Result<(), NetError> {
-        self.step_within(wait, StdDuration::MAX)
+        self.step_within(wait, StdDuration::MAX, &mut Direct::none())
     }
 
     /// Keeps the connection going until less than `cushion` of the written data is
@@ -638,12 +645,18 @@ impl UdtSocket {
             }
             let left =
                 StdDuration::from_nanos(give_up.saturating_duration_since(now).as_nanos() as u64);
-            self.step_within(true, left)?;
+            self.step_within(true, left, &mut Direct::none())?;
         }
     }
 
-    /// [`step`](Self::step), waiting at most `cap`.
-    fn step_within(&mut self, wait: bool, cap: StdDuration) -> Result<(), NetError> {
+    /// [`step`](Self::step), waiting at most `cap`, with in-order bytes that
+    /// arrive going into `reader` while none wait in the connection.
+    fn step_within(
+        &mut self,
+        wait: bool,
+        cap: StdDuration,
+        reader: &mut Direct<'_>,
+    ) -> Result<(), NetError> {
         let now = self.clock.now();
         if self.faults.is_none() && self.gso_ok {
             self.send_batched(now)?;
@@ -681,7 +694,7 @@ impl UdtSocket {
                 }
             }
         }
-        let mut got = self.drain()?;
+        let mut got = self.drain(reader)?;
         self.conn.handle_timeout(self.clock.now());
         self.events();
         if !wait || got {
@@ -701,7 +714,7 @@ impl UdtSocket {
             if busy {
                 let give_up = now + to_proto(RX_SPIN.min(until - SPIN / 2));
                 while !got && self.clock.now() < give_up {
-                    got = self.drain()?;
+                    got = self.drain(reader)?;
                     std::hint::spin_loop();
                 }
             }
@@ -720,7 +733,7 @@ impl UdtSocket {
                     Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                     Err(e) => return Err(io::Error::from(e).into()),
                 }
-                self.drain()?;
+                self.drain(reader)?;
             }
         } else {
             self.io.yields += 1;
@@ -795,8 +808,9 @@ impl UdtSocket {
         }
     }
 
-    /// Hands every datagram already queued to the engine.
-    fn drain(&mut self) -> Result<bool, NetError> {
+    /// Hands every datagram already queued to the engine (in-order bytes into
+    /// `reader` while none wait in the connection).
+    fn drain(&mut self, reader: &mut Direct<'_>) -> Result<bool, NetError> {
         let mut any = false;
         loop {
             // One read takes one datagram, or with UDP GRO a run of equal-sized
@@ -847,8 +861,12 @@ impl UdtSocket {
                                 None => continue,
                             },
                         };
-                        self.conn
-                            .handle_datagram(times.at(i), &d[plain.clone()], plain.len());
+                        self.conn.handle_datagram_reading(
+                            times.at(i),
+                            &d[plain.clone()],
+                            plain.len(),
+                            reader,
+                        );
                         self.last_rx = now;
                         self.refused_since = None;
                         any = true;

@@ -15,14 +15,20 @@ use crate::engine::{Engine, Transmit};
 use crate::time::{Duration, Instant};
 
 /// What the applications at the two ends do between rounds (read, write more).
-pub trait App<E> {
+pub trait App<E: Engine> {
     /// Called for each end after it has sent what it could and its events were
     /// collected.
     fn after_flush(&mut self, side: usize, end: &mut E, now: Instant);
+
+    /// Hands a datagram to end `side`: by default `handle_datagram`; an
+    /// application that reads as datagrams arrive does it here.
+    fn deliver(&mut self, _side: usize, end: &mut E, now: Instant, bytes: &[u8], wire_len: usize) {
+        end.handle_datagram(now, bytes, wire_len);
+    }
 }
 
 /// No application: nothing is read.
-impl<E> App<E> for () {
+impl<E: Engine> App<E> for () {
     fn after_flush(&mut self, _side: usize, _end: &mut E, _now: Instant) {}
 }
 
@@ -223,7 +229,8 @@ impl<E: Engine, A: App<E>> Pair<E, A> {
         let elided = d.wire_len - d.bytes.len();
         (self.mangle)(&mut d.bytes);
         let wire_len = d.bytes.len() + elided;
-        self.ends[d.to].handle_datagram(self.now, &d.bytes, wire_len);
+        self.app
+            .deliver(d.to, &mut self.ends[d.to], self.now, &d.bytes, wire_len);
     }
 
     /// Runs until nothing is left to happen, or until the next thing would happen

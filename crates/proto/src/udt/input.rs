@@ -11,15 +11,21 @@ use longhaul_wire::udt::{
 };
 
 use super::{
-    micros, AnyRate, Arrived, Event, Feedback, Payload, PendingCtrl, State, UdtConnection, IP_UDP,
-    MIN_MSS, SELF_CLOCK, SYN,
+    micros, AnyRate, Arrived, Direct, Event, Feedback, Payload, PendingCtrl, State, UdtConnection,
+    IP_UDP, MIN_MSS, SELF_CLOCK, SYN,
 };
 
 impl UdtConnection {
     /// Processes a UDP payload of `wire_len` bytes of which only the first
     /// `datagram.len()` are present (a data payload left out by the simulator counts
     /// as virtual).
-    pub(super) fn input(&mut self, now: Instant, datagram: &[u8], wire_len: usize) {
+    pub(super) fn input(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        wire_len: usize,
+        reader: &mut Direct<'_>,
+    ) {
         let Ok(packet) = UdtPacket::new_checked(datagram) else {
             self.stats.bad_datagrams += 1;
             return;
@@ -49,7 +55,7 @@ impl UdtConnection {
                 } else {
                     Arrived::Virtual(payload_len as u32)
                 };
-                self.on_data(now, seq, payload);
+                self.on_data(now, seq, payload, reader);
             }
             UdtRepr::Control { control, .. } => {
                 self.on_response(now);
@@ -155,7 +161,13 @@ impl UdtConnection {
         self.events.push_back(Event::Connected);
     }
 
-    pub(super) fn on_data(&mut self, now: Instant, seq: UdtSeqNumber, payload: Arrived<'_>) {
+    pub(super) fn on_data(
+        &mut self,
+        now: Instant,
+        seq: UdtSeqNumber,
+        payload: Arrived<'_>,
+        reader: &mut Direct<'_>,
+    ) {
         self.stats.data_received += 1;
         let now_us = micros(now.saturating_duration_since(Instant::ZERO));
         self.window.on_arrival(now_us);
@@ -190,10 +202,10 @@ impl UdtConnection {
         }
         self.rcv_high = Some(self.rcv_high.map_or(idx, |h| h.max(idx)));
         if idx == self.rcv_next {
-            self.deliver(payload);
+            self.deliver(payload, reader);
             self.rcv_next += 1;
             while let Some(data) = self.rcv_ooo.remove(&self.rcv_next) {
-                self.deliver(data.as_arrived());
+                self.deliver(data.as_arrived(), reader);
                 self.spare.keep(data);
                 self.rcv_next += 1;
             }
@@ -213,10 +225,17 @@ impl UdtConnection {
         }
     }
 
-    pub(super) fn deliver(&mut self, p: Arrived<'_>) {
+    /// Hands in-order bytes to the reader: straight into its buffer while
+    /// nothing is waiting ahead of them, the rest into `readable`.
+    pub(super) fn deliver(&mut self, p: Arrived<'_>, reader: &mut Direct<'_>) {
         self.delivered += p.len() as u64;
         if let Arrived::Bytes(b) = p {
-            self.readable.extend(b);
+            let direct = if self.readable.is_empty() {
+                reader.fill(b)
+            } else {
+                0
+            };
+            self.readable.extend(&b[direct..]);
         }
     }
 

@@ -275,6 +275,44 @@ impl Arrived<'_> {
     }
 }
 
+/// A reader's buffer that in-order bytes go straight into as datagrams are
+/// handled ([`UdtConnection::handle_datagram_reading`]), saving the copy through
+/// the connection's own buffer; what does not fit, or arrives behind bytes
+/// already waiting there, is kept for [`UdtConnection::recv`] as usual.
+#[derive(Debug)]
+pub struct Direct<'a> {
+    buf: &'a mut [u8],
+    filled: usize,
+}
+
+impl<'a> Direct<'a> {
+    /// Bytes go into `buf`, from its start.
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Direct { buf, filled: 0 }
+    }
+
+    /// No buffer: everything is kept for `recv`.
+    pub fn none() -> Direct<'static> {
+        Direct {
+            buf: &mut [],
+            filled: 0,
+        }
+    }
+
+    /// How many bytes went in.
+    pub fn filled(&self) -> usize {
+        self.filled
+    }
+
+    /// Copies as much of `b` as fits; returns how much.
+    fn fill(&mut self, b: &[u8]) -> usize {
+        let n = b.len().min(self.buf.len() - self.filled);
+        self.buf[self.filled..self.filled + n].copy_from_slice(&b[..n]);
+        self.filled += n;
+        n
+    }
+}
+
 /// Packet buffers to use again: the sender's, freed when their packets are
 /// acknowledged, and the receiver's, freed when a gap closes. Without them every
 /// packet cost a `malloc` and a `free` at each end (measured with callgrind: a
@@ -572,6 +610,19 @@ impl UdtConnection {
         Ok(taken)
     }
 
+    /// [`handle_datagram`](Engine::handle_datagram), with in-order bytes going
+    /// straight into `reader` while nothing is waiting for [`recv`](Self::recv)
+    /// ahead of them: the reader's bytes come before anything `recv` then returns.
+    pub fn handle_datagram_reading(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        wire_len: usize,
+        reader: &mut Direct<'_>,
+    ) {
+        self.input(now, datagram, wire_len, reader);
+    }
+
     /// Reads received bytes in order; returns how many were copied.
     pub fn recv(&mut self, buf: &mut [u8]) -> usize {
         let n = buf.len().min(self.readable.len());
@@ -710,7 +761,7 @@ impl Engine for UdtConnection {
     /// `datagram.len()` are present (a data payload the simulator left out counts
     /// as virtual).
     fn handle_datagram(&mut self, now: Instant, datagram: &[u8], wire_len: usize) {
-        self.input(now, datagram, wire_len);
+        self.input(now, datagram, wire_len, &mut Direct::none());
     }
 
     /// Processes expired timers; early calls do nothing.

@@ -215,7 +215,7 @@ impl testkit::App<UdtConnection> for DirectReader {
         }
         let mut tmp = [0u8; 700];
         self.datagrams += 1;
-        while self.datagrams % 3 == 0 {
+        while self.datagrams.is_multiple_of(3) {
             let n = end.recv(&mut tmp);
             if n == 0 {
                 break;

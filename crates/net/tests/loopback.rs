@@ -83,11 +83,11 @@ fn a_stream_arrives_byte_exact_over_loopback() {
     // System calls per data packet, by the drivers' own counters: every send,
     // recvmsg (the empty one ending each drain included), ppoll and sched_yield
     // over the datagrams this end sent (sender) or received (receiver). Measured
-    // on the 2-core development machine (2026-11-27, 8 runs): sender 1.66-1.86,
-    // receiver 0.94-1.16. The sender is paced here, not pressed for CPU: each
+    // on the 2-core development machine (2026-11-27, 14 runs): sender 1.09-2.13,
+    // receiver 0.68-1.16. The sender is paced here, not pressed for CPU: each
     // round of its loop sends what is due (a GSO send carries about 3 datagrams),
     // reads the socket for ACKs and yields until the next is due; the receiver
-    // reads runs and polls the socket while it waits. (Before the receiver read
+    // reads runs and, while it waits, polls the socket and yields. (Before the receiver read
     // runs, the sender's sends also cut up and queued each datagram for it, so it
     // was pressed for CPU and sent runs of 35: 0.09-0.56 and 1.14-1.38.) The bounds
     // fail a driver that adds a system call per packet (a poll or a yield per
@@ -96,7 +96,7 @@ fn a_stream_arrives_byte_exact_over_loopback() {
     let per_received = received.syscalls() as f64 / received.datagrams_received as f64;
     eprintln!("syscalls per packet: sender {per_sent:.2} ({sent:?}), receiver {per_received:.2} ({received:?})");
     assert!(
-        per_sent < 2.6,
+        per_sent < 2.8,
         "sender: {per_sent:.2} syscalls per datagram, {sent:?}"
     );
     assert!(

@@ -83,7 +83,7 @@ fn a_stream_arrives_byte_exact_over_loopback() {
     // System calls per data packet, by the drivers' own counters: every send,
     // recvmsg (the empty one ending each drain included), ppoll and sched_yield
     // over the datagrams this end sent (sender) or received (receiver). Measured
-    // on the 2-core development machine (2026-11-27, 14 runs): sender 1.09-2.13,
+    // on the 2-core development machine (2026-11-27, 11 runs): sender 1.09-2.13,
     // receiver 0.68-1.16. The sender is paced here, not pressed for CPU: each
     // round of its loop sends what is due (a GSO send carries about 3 datagrams),
     // reads the socket for ACKs and yields until the next is due; the receiver

@@ -7,7 +7,7 @@ use crate::time::{Duration, Instant};
 use longhaul_wire::udt::{AckInfo, Boundary, Control, LossList, UdtRepr, HEADER_LEN};
 
 use super::{
-    rate_cwnd, split_loss_list, AnyRate, Payload, PendingCtrl, State, Transmit, UdtConnection,
+    rate_cwnd, split_loss_list, AnyRate, Arrived, PendingCtrl, State, Transmit, UdtConnection,
     ACK_HISTORY, SYN,
 };
 
@@ -90,16 +90,12 @@ impl UdtConnection {
             payload_len: data.len(),
         };
         r.emit(buf);
-        let written = match data {
-            Payload::Bytes(b) => {
+        let written = match data.as_arrived() {
+            Arrived::Bytes(b) => {
                 buf[HEADER_LEN..HEADER_LEN + b.len()].copy_from_slice(b);
                 HEADER_LEN + b.len()
             }
-            Payload::Shared(b) => {
-                buf[HEADER_LEN..HEADER_LEN + b.len()].copy_from_slice(b);
-                HEADER_LEN + b.len()
-            }
-            Payload::Virtual(_) => HEADER_LEN,
+            Arrived::Virtual(_) => HEADER_LEN,
         };
         let tx = Transmit {
             written,

@@ -54,9 +54,7 @@ impl RtoConfig {
         granularity: Duration::from_millis(1),
         formula: RtoFormula::Linux,
     };
-}
 
-impl RtoConfig {
     /// The preset that goes with `formula`: RFC 6298's bounds with its formula,
     /// Linux's with Linux's.
     pub const fn preset(formula: RtoFormula) -> RtoConfig {

@@ -146,9 +146,7 @@ pub struct SendArgs {
     #[arg(long)]
     no_pipelining: bool,
     /// Append a line per block handed to a channel (`block FILE OFFSET LEN
-    /// CHANNEL`), per copy of a block sent at the end by an idle channel (`copy
-    /// FILE OFFSET LEN CHANNEL`) and per confirmed file (`done FILE ok|failed`)
-    /// to FILE.
+    /// CHANNEL`) and per confirmed file (`done FILE ok|failed`) to FILE.
     #[arg(long, value_name = "FILE")]
     block_log: Option<PathBuf>,
     /// What the data channels run: udt (UDP) or tcp (the kernel's TCP).
@@ -524,7 +522,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "copied_blocks": s.copies, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "handshake_seconds": s.handshake.as_secs_f64(), "channel_seconds": s.channel_finished.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(), "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "handshake_seconds": s.handshake.as_secs_f64(), "channel_seconds": s.channel_finished.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(), "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",

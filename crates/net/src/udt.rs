@@ -587,36 +587,19 @@ impl UdtSocket {
 
     /// Sends a shutdown once everything written is acknowledged, and waits for that
     /// (at most `timeout`).
-    pub fn close(self, timeout: StdDuration) -> Result<(), NetError> {
-        self.close_unless(timeout, |_| false).map(|_| ())
-    }
-
-    /// [`close`](Self::close), unless `stop` (asked after every round of the
-    /// driver) says first that what is unacknowledged is not needed: then it is
-    /// given up and the shutdown goes at once (`UdtConnection::abandon`). True if
-    /// everything written was acknowledged.
-    pub fn close_unless(
-        mut self,
-        timeout: StdDuration,
-        mut stop: impl FnMut(&UdtConnection) -> bool,
-    ) -> Result<bool, NetError> {
+    pub fn close(mut self, timeout: StdDuration) -> Result<(), NetError> {
         self.conn.close();
         let give_up = self.clock.now() + to_proto(timeout);
         while self.conn.state() != State::Closed {
             if self.broken {
                 return Err(NetError::Broken);
             }
-            if stop(&self.conn) {
-                self.conn.abandon();
-                self.step(false)?;
-                return Ok(false);
-            }
             if self.clock.now() >= give_up {
                 return Err(NetError::Timeout(timeout));
             }
             self.step(true)?;
         }
-        Ok(true)
+        Ok(())
     }
 
     /// One round of the driver: send what is due, take what arrived, run the
@@ -631,22 +614,16 @@ impl UdtSocket {
     /// for more only then, so no connection holds a queue of it when the work runs
     /// out (the time keeps a fast connection from running dry while the next
     /// piece is prepared).
-    ///
-    /// It returns early when `stop` (asked after every round) says so.
     pub fn drain_below(
         &mut self,
         cushion: usize,
         cushion_time: StdDuration,
-        mut stop: impl FnMut(&UdtConnection) -> bool,
     ) -> Result<(), NetError> {
         loop {
             if self.broken {
                 return Err(NetError::Broken);
             }
             let c = &self.conn;
-            if stop(c) {
-                return Ok(());
-            }
             let per_sec = c.payload_size() as f64 * 1e6 / c.pkt_snd_period_us().max(1e-3);
             let limit = (cushion as f64).max(per_sec * cushion_time.as_secs_f64());
             if ((c.unsent_pkts() * c.payload_size()) as f64) < limit {

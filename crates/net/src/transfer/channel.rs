@@ -223,18 +223,11 @@ impl DataChannel {
     }
 
     /// Waits until little of what was written is still unsent (see
-    /// [`UdtSocket::drain_below`]), or until `stop` says so: it is asked after
-    /// every round with the bytes not yet acknowledged. TCP channels return at
-    /// once: the kernel's socket takes what it takes, and its unsent data is not
-    /// this side's to see.
-    pub fn drain_below(
-        &mut self,
-        cushion: usize,
-        time: Duration,
-        mut stop: impl FnMut(usize) -> bool,
-    ) -> Result<(), TransferError> {
+    /// [`UdtSocket::drain_below`]). TCP channels return at once: the kernel's
+    /// socket takes what it takes, and its unsent data is not this side's to see.
+    pub fn drain_below(&mut self, cushion: usize, time: Duration) -> Result<(), TransferError> {
         match self {
-            DataChannel::Udt(s) => Ok(s.drain_below(cushion, time, |c| stop(unacked_bytes(c)))?),
+            DataChannel::Udt(s) => Ok(s.drain_below(cushion, time)?),
             DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => Ok(()),
         }
     }
@@ -284,18 +277,10 @@ impl DataChannel {
     }
 
     /// Ends the sending side once everything written is delivered (UDT) or queued
-    /// with a FIN behind it (TCP). A UDT channel gives up what is unacknowledged
-    /// as soon as `stop` says it is not needed (asked after every round with the
-    /// bytes not yet acknowledged; see [`UdtSocket::close_unless`]).
-    pub fn finish_unless(
-        self,
-        timeout: Duration,
-        mut stop: impl FnMut(usize) -> bool,
-    ) -> Result<(), TransferError> {
+    /// with a FIN behind it (TCP).
+    pub fn finish(self, timeout: Duration) -> Result<(), TransferError> {
         match self {
-            DataChannel::Udt(s) => Ok(s
-                .close_unless(timeout, |c| stop(unacked_bytes(c)))
-                .map(|_| ())?),
+            DataChannel::Udt(s) => Ok(s.close(timeout)?),
             DataChannel::Tcp(s) => s
                 .shutdown(Shutdown::Write)
                 .map_err(TransferError::io("data channel: shutdown")),
@@ -336,9 +321,4 @@ impl DataChannel {
             DataChannel::Tcp(_) | DataChannel::SecureTcp(_) => None,
         }
     }
-}
-
-/// Bytes written on a UDT connection and not yet acknowledged (whole packets).
-fn unacked_bytes(c: &longhaul_proto::udt::UdtConnection) -> usize {
-    c.unacked_pkts() * c.payload_size()
 }

@@ -180,17 +180,6 @@ impl TransferError {
 pub(crate) const END_OF_CHANNEL: [u8; longhaul_proto::transfer::HEADER_LEN] =
     [0xff; longhaul_proto::transfer::HEADER_LEN];
 
-/// Written before a block that is a copy of one another channel still has in
-/// flight (the sender's endgame: `send/endgame.rs`), again a header no block can
-/// have. The receiver stores whichever copy arrives first and passes over the
-/// other; a block that arrives twice without being announced as a copy is still
-/// refused.
-pub(crate) const COPY_FOLLOWS: [u8; longhaul_proto::transfer::HEADER_LEN] = {
-    let mut h = [0xff; longhaul_proto::transfer::HEADER_LEN];
-    h[longhaul_proto::transfer::HEADER_LEN - 1] = 0xfe;
-    h
-};
-
 /// The most buffer memory one side of a session may take (the default
 /// cap): per channel a block buffer and the transport's buffer.
 pub const MEMORY_CAP: u64 = 512 << 20;

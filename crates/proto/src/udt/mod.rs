@@ -640,14 +640,6 @@ impl UdtConnection {
         self.closing = true;
     }
 
-    /// Gives up whatever written is not yet acknowledged and sends a shutdown at
-    /// once (UDT4's close without linger): for a writer whose unacknowledged data
-    /// is no longer needed, such as a copy delivered by another connection.
-    pub fn abandon(&mut self) {
-        self.snd_buf.clear();
-        self.closing = true;
-    }
-
     // ---- queries --------------------------------------------------------------------
 
     /// The state.

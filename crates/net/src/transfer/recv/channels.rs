@@ -11,8 +11,8 @@ use longhaul_wire::block::BlockPacket;
 
 use super::super::channel::{DataChannel, Listener, Seal};
 use super::super::control::{ControlReader, Msg};
-use super::super::{TransferError, COPY_FOLLOWS, END_OF_CHANNEL};
-use super::incoming::{store, Arrival, Incoming, Sink};
+use super::super::{TransferError, END_OF_CHANNEL};
+use super::incoming::{store, Incoming, Sink};
 use super::session::Event;
 use crate::clock::Clock;
 use crate::Impairment;
@@ -124,15 +124,6 @@ pub(super) fn serve_channel(
             s.linger(Duration::from_secs(3))?;
             return Ok(());
         }
-        let mut arrival = Arrival::Sent;
-        if hdr == COPY_FOLLOWS {
-            arrival = Arrival::Copy;
-            if !read_exact(&mut s, &mut hdr)? {
-                return Err(TransferError::Protocol(
-                    "a data channel ended after announcing a copy".into(),
-                ));
-            }
-        }
         let b = BlockRepr::parse(&BlockPacket::new_unchecked(&hdr[..]))
             .map_err(|_| TransferError::Protocol("a malformed block header".into()))?;
         if b.len > block_size {
@@ -148,7 +139,7 @@ pub(super) fn serve_channel(
             ));
         }
         let (data, trailer) = buf[..n + 32].split_at(n);
-        store(incoming, events, sink, b, data, trailer, arrival)?;
+        store(incoming, events, sink, b, data, trailer, false)?;
     }
     Err(TransferError::Protocol(
         "a data channel ended before its end marker".into(),
@@ -173,7 +164,7 @@ pub(super) fn serve_control(
                     reader.recv_raw(&mut buf[..n + 32])?;
                     let (data, trailer) = buf[..n + 32].split_at(n);
                     let b = BlockRepr { file, offset, len };
-                    store(incoming, events, sink, b, data, trailer, Arrival::Resent)?;
+                    store(incoming, events, sink, b, data, trailer, true)?;
                 }
                 m => {
                     if events.send(Event::Ctl(Ok(m))).is_err() {

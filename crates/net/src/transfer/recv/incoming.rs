@@ -69,9 +69,6 @@ pub(super) struct Incoming {
     pub(super) kept: HashSet<u64>,
     /// Blocks that arrived damaged and were stored when sent again.
     pub(super) refetched: u64,
-    /// Offsets of blocks the sender announced copies of (its endgame): either
-    /// copy may arrive first, and the other is passed over.
-    pub(super) copied: HashSet<u64>,
     /// Checked and dropped, not written ([`super::RecvOptions::discard`]).
     pub(super) discard: bool,
     /// Permission bits the file gets when it is put in place ([`final_mode`]).
@@ -255,18 +252,6 @@ pub(super) struct Sink {
     pub(super) pause_before_write: std::time::Duration,
 }
 
-/// How a block came.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Arrival {
-    /// On a data channel, once.
-    Sent,
-    /// Sent again on the control channel, after it arrived damaged.
-    Resent,
-    /// On a data channel, announced as a copy of one another channel carries
-    /// ([`super::super::COPY_FOLLOWS`]).
-    Copy,
-}
-
 /// Stores a checked block of file `file` (or notes it damaged) and tells the
 /// session when the file is complete.
 ///
@@ -274,10 +259,6 @@ pub(super) enum Arrival {
 /// `pwrite` at disk speed, would otherwise hold up every other channel's blocks.
 /// The lock is taken only to claim the block (so a second copy is a duplicate even
 /// while the first is being written) and to journal and count it once written.
-///
-/// A second copy of a stored block is passed over, whatever its contents, if it
-/// was sent again or announced as a copy (or its first copy was); any other is a
-/// sender's error and ends the session.
 pub(super) fn store(
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
@@ -285,9 +266,11 @@ pub(super) fn store(
     b: BlockRepr,
     data: &[u8],
     trailer: &[u8],
-    arrival: Arrival,
+    again: bool,
 ) -> Result<(), TransferError> {
     let block_size = sink.block_size;
+    // Keyed: a block and its hash rewritten together on the path do not match.
+    let ok = blake3::keyed_hash(&sink.block_key, data).as_bytes() == trailer;
     let hash: [u8; 32] = trailer.try_into().expect("32 bytes");
     let part = {
         let mut all = incoming.lock().expect("no panics hold it");
@@ -313,20 +296,7 @@ pub(super) fn store(
                 "block {b:?} of a file the receiver holds whole (the sender sends none)"
             )));
         }
-        if arrival == Arrival::Copy {
-            f.copied.insert(b.offset);
-        }
-        if f.hashes.contains_key(&b.offset) && !f.kept.contains(&b.offset) {
-            // Stored already, and checked then: this copy is not even hashed.
-            if arrival != Arrival::Sent || f.copied.contains(&b.offset) {
-                return Ok(());
-            }
-            return Err(TransferError::Protocol(format!(
-                "block {b:?} arrived twice"
-            )));
-        }
-        // Keyed: a block and its hash rewritten together on the path do not match.
-        if blake3::keyed_hash(&sink.block_key, data).as_bytes() != trailer {
+        if !ok {
             let _ = events.send(Event::Corrupt(b.file, b.offset, b.len));
             return Ok(());
         }
@@ -335,6 +305,13 @@ pub(super) fn store(
             // it (and is counted again below).
             f.hashes.remove(&b.offset);
             f.received -= u64::from(b.len);
+        } else if f.hashes.contains_key(&b.offset) {
+            if again {
+                return Ok(()); // asked for twice, and the first copy was good
+            }
+            return Err(TransferError::Protocol(format!(
+                "block {b:?} arrived twice"
+            )));
         }
         f.hashes.insert(b.offset, hash);
         if f.discard {
@@ -368,7 +345,7 @@ pub(super) fn store(
         f.hashes.remove(&b.offset);
         return Err(e);
     }
-    f.refetched += u64::from(arrival == Arrival::Resent);
+    f.refetched += u64::from(again);
     sink.stored.fetch_add(u64::from(b.len), Ordering::Relaxed);
     if f.received == f.size {
         let _ = events.send(Event::Written(b.file as usize));

@@ -12,7 +12,7 @@ use channels::{accept_sender, serve_channel, serve_control, Door};
 use listen::Authenticated;
 pub use listen::{Log, Server, MAX_PENDING, MAX_PER_SOURCE, PRE_AUTH_DEADLINE};
 use prepare::{prepare, Offer, Prepared};
-use session::{Channels, Event, Session, DRAIN_QUIET};
+use session::{Event, Session, DRAIN_QUIET};
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -307,10 +307,8 @@ fn serve_session(
                 ticket,
                 seal,
             };
-            let r = accept_sender(l, door, &turned_away).and_then(|s| {
-                let _ = events.send(Event::ChannelOpened);
-                serve_channel(s, &sink, &incoming, &events)
-            });
+            let r = accept_sender(l, door, &turned_away)
+                .and_then(|s| serve_channel(s, &sink, &incoming, &events));
             drop(dir_lock);
             let _ = events.send(Event::ChannelEnded(r));
         });
@@ -344,14 +342,11 @@ fn serve_session(
         differ: vec![],
         told: (0, Clock::new(), 0),
     };
-    let mut open = Channels {
-        unopened: usize::from(channels),
-        open: usize::from(channels),
-    };
+    let mut open_channels = usize::from(channels);
     let mut failure = session.run(
         &rx,
         &sink.stored,
-        &mut open,
+        &mut open_channels,
         files.len(),
         block_size,
     );
@@ -372,9 +367,9 @@ fn serve_session(
         // Blocks already in this host's buffers are still written and journaled,
         // so that a new session need not send them again: wait for the channels
         // to end (the sender stops when it reads the above), or for a quiet spell.
-        while open.open > 0 {
+        while open_channels > 0 {
             match rx.recv_timeout(DRAIN_QUIET) {
-                Ok(Event::ChannelEnded(_)) => open.open -= 1,
+                Ok(Event::ChannelEnded(_)) => open_channels -= 1,
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -429,7 +424,7 @@ fn serve_session(
 #[cfg(test)]
 mod tests {
     use super::channels::read_exact_within;
-    use super::incoming::{store, Arrival, Incoming, Place, Sink};
+    use super::incoming::{store, Incoming, Place, Sink};
     use super::session::Event;
     use super::*;
     use crate::transfer::beneath::DirHandle;
@@ -582,7 +577,7 @@ mod tests {
                     2
                 };
                 assert_eq!(turned_away.load(Ordering::Relaxed), want, "{what}");
-                let _ = sender.finish_unless(Duration::from_secs(1), |_| false);
+                let _ = sender.finish(Duration::from_secs(1));
             }
         }
     }
@@ -632,7 +627,6 @@ mod tests {
                     received: 0,
                     hashes: BTreeMap::new(),
                     kept: HashSet::new(),
-                    copied: HashSet::new(),
                     refetched: 0,
                     discard: true,
                     mtime: None,
@@ -659,23 +653,10 @@ mod tests {
     fn put_after(
         incoming: &Mutex<Vec<Incoming>>,
         events: &mpsc::Sender<Event>,
-        block: (u32, u64, u32),
-        pause: Duration,
-    ) -> Result<(), TransferError> {
-        put_as(incoming, events, block, pause, Arrival::Sent, 7)
-    }
-
-    /// Stores block `(file, offset, len)` filled with `fill`, with a good trailer,
-    /// as it came by `arrival`, pausing `pause` between claiming and writing it.
-    fn put_as(
-        incoming: &Mutex<Vec<Incoming>>,
-        events: &mpsc::Sender<Event>,
         (file, offset, len): (u32, u64, u32),
         pause: Duration,
-        arrival: Arrival,
-        fill: u8,
     ) -> Result<(), TransferError> {
-        let data = vec![fill; len as usize];
+        let data = vec![7u8; len as usize];
         let sink = Sink {
             block_size: 100,
             block_key: [9; 32],
@@ -684,7 +665,7 @@ mod tests {
         };
         let trailer = *blake3::keyed_hash(&sink.block_key, &data).as_bytes();
         let b = BlockRepr { file, offset, len };
-        store(incoming, events, &sink, b, &data, &trailer, arrival)
+        store(incoming, events, &sink, b, &data, &trailer, false)
     }
 
     #[test]
@@ -728,37 +709,6 @@ mod tests {
         assert_eq!(written, [1, 0], "each file is announced once, when whole");
     }
 
-    /// The endgame's copies: whichever copy of a block arrives first is stored and
-    /// the other passed over unread (its contents never reach the file), in both
-    /// orders, so the file is whole once. A block sent twice that was never
-    /// announced as a copy is still refused.
-    #[test]
-    fn a_copy_and_its_original_are_stored_once_in_either_order() {
-        let incoming = files(&[300]);
-        let (events, rx) = mpsc::channel();
-        let z = Duration::ZERO;
-        // The copy first, then the original: the original is passed over.
-        put_as(&incoming, &events, (0, 0, 100), z, Arrival::Copy, 1).unwrap();
-        put_as(&incoming, &events, (0, 0, 100), z, Arrival::Sent, 2).unwrap();
-        // The original first, then the copy.
-        put_as(&incoming, &events, (0, 100, 100), z, Arrival::Sent, 3).unwrap();
-        put_as(&incoming, &events, (0, 100, 100), z, Arrival::Copy, 4).unwrap();
-        // Never copied: a second copy is a sender's error.
-        put_as(&incoming, &events, (0, 200, 100), z, Arrival::Sent, 5).unwrap();
-        let e = put_as(&incoming, &events, (0, 200, 100), z, Arrival::Sent, 6).unwrap_err();
-        assert!(e.to_string().contains("arrived twice"), "{e}");
-        let all = incoming.lock().unwrap();
-        let fill = |b: u8| *blake3::keyed_hash(&[9; 32], &[b; 100]).as_bytes();
-        let hashes: Vec<[u8; 32]> = all[0].hashes.values().copied().collect();
-        assert_eq!(hashes, [fill(1), fill(3), fill(5)], "the first copy of each");
-        assert_eq!(all[0].received, 300);
-        assert_eq!(all[0].refetched, 0, "a copy is not a block sent again");
-        drop(all);
-        drop(events);
-        let written = rx.iter().filter(|e| matches!(e, Event::Written(0))).count();
-        assert_eq!(written, 1, "the file is whole once");
-    }
-
     /// A channel writing a block does not hold up the others: while one block's
     /// write is held back, another block of the same file is stored, and the file
     /// is whole once both are in. (With the write under the session's lock, the
@@ -781,7 +731,6 @@ mod tests {
             received: 0,
             hashes: BTreeMap::new(),
             kept: HashSet::new(),
-            copied: HashSet::new(),
             refetched: 0,
             discard: false,
             mtime: None,

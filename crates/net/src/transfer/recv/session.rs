@@ -46,18 +46,8 @@ pub(super) enum Event {
     Written(usize),
     /// A block failed its hash: (file, offset, length).
     Corrupt(u32, u64, u32),
-    /// A data channel's sender has connected and shown the ticket.
-    ChannelOpened,
     /// A data channel ended (its last block is in), or failed.
     ChannelEnded(Result<(), TransferError>),
-}
-
-/// The session's data channels: how many have not yet been opened by the sender,
-/// and how many have not yet ended.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Channels {
-    pub(super) unopened: usize,
-    pub(super) open: usize,
 }
 
 /// The receiver's side of the data phase.
@@ -91,26 +81,20 @@ impl Session {
     /// The data phase: blocks land on the channel threads; this verifies each file
     /// once all its blocks and its digest are in, and commits verified files in
     /// batches (one syncfs, then renames and confirmations), until every file is
-    /// done and every channel has been opened. Returns what failed, if anything:
-    /// every failure ends the phase and reaches the sender. `channels` counts down
-    /// as channels open and end (the caller drains the rest after a failure).
-    ///
-    /// It does not wait for the channels' end markers once every file is done:
-    /// nothing a channel still carries then can matter (at most a copy of a stored
-    /// block, the sender's endgame, and the marker), and the sender stops its
-    /// channels when it reads `Finished`. It does wait for every channel to be
-    /// opened, so that no sender is left connecting to a session that is over.
+    /// done and every channel has ended. Returns what failed, if anything: every
+    /// failure ends the phase and reaches the sender. `open_channels` counts down
+    /// as channels end (the caller drains the rest after a failure).
     pub(super) fn run(
         &mut self,
         rx: &mpsc::Receiver<Event>,
         stored: &AtomicU64,
-        channels: &mut Channels,
+        open_channels: &mut usize,
         files: usize,
         block_size: u32,
     ) -> Option<TransferError> {
         let mut undone = files;
         let mut phase = || -> Result<(), TransferError> {
-            while undone > 0 || channels.unopened > 0 {
+            while undone > 0 || *open_channels > 0 {
                 let ev = if self.batch.is_empty() {
                     // No deadline here: a file of a terabyte says nothing until
                     // its last block. A dead sender ends the channels (its closed
@@ -142,7 +126,7 @@ impl Session {
                     }
                 };
                 self.progress(stored);
-                undone -= self.on_event(ev, channels, block_size)?;
+                undone -= self.on_event(ev, open_channels, block_size)?;
             }
             Ok(())
         };
@@ -150,11 +134,11 @@ impl Session {
     }
 
     /// One event of the data phase; returns how many files finished. A channel's
-    /// opening and end count `channels` down.
+    /// end counts `open_channels` down.
     fn on_event(
         &mut self,
         ev: Event,
-        channels: &mut Channels,
+        open_channels: &mut usize,
         block_size: u32,
     ) -> Result<usize, TransferError> {
         match ev {
@@ -218,12 +202,8 @@ impl Session {
                 })?;
                 Ok(0)
             }
-            Event::ChannelOpened => {
-                channels.unopened -= 1;
-                Ok(0)
-            }
             Event::ChannelEnded(r) => {
-                channels.open -= 1;
+                *open_channels -= 1;
                 r.map(|()| 0)
             }
         }

@@ -7,21 +7,16 @@
 //! blocks' worth of packets, and the writer waits for it to drain before it
 //! takes the next block. Over TCP a block is copied into the kernel as it is
 //! written, so one buffer serves every block.
-//!
-//! A buffer coming back is also the news that its block is acknowledged: the
-//! endgame (`endgame.rs`) learns from it which blocks no channel need carry.
 
 use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use longhaul_proto::transfer::BlockRepr;
 
-/// Buffers of `capacity` bytes: lent ones, oldest first, each with the block it
-/// holds, and free ones.
+/// Buffers of `capacity` bytes: lent ones, oldest first, and free ones.
 #[derive(Debug)]
 pub(super) struct BlockBuffers {
     capacity: usize,
-    lent: VecDeque<(BlockRepr, Bytes)>,
+    lent: VecDeque<Bytes>,
     free: Vec<BytesMut>,
 }
 
@@ -34,23 +29,16 @@ impl BlockBuffers {
         }
     }
 
-    /// Takes back the lent buffers nothing else holds any more, calling `back`
-    /// with each one's block: acknowledged whole. Blocks are acknowledged in the
-    /// order they were sent, so it stops at the first still held.
-    pub(super) fn reclaim(&mut self, mut back: impl FnMut(BlockRepr)) {
-        while self.lent.front().is_some_and(|(_, b)| b.is_unique()) {
-            let (block, buf) = self.lent.pop_front().expect("just seen");
-            back(block);
-            if let Ok(b) = buf.try_into_mut() {
+    /// A buffer of `len` bytes (at most the capacity), its contents unspecified:
+    /// one that has come back if there is one, else a new one.
+    pub(super) fn take(&mut self, len: usize) -> BytesMut {
+        // Blocks are acknowledged in the order they were sent.
+        while self.lent.front().is_some_and(Bytes::is_unique) {
+            let back = self.lent.pop_front().expect("just seen");
+            if let Ok(b) = back.try_into_mut() {
                 self.free.push(b);
             }
         }
-    }
-
-    /// A buffer of `len` bytes (at most the capacity), its contents unspecified:
-    /// one that has come back if there is one, else a new one. (Call
-    /// [`reclaim`](Self::reclaim) first to have the ones lent back.)
-    pub(super) fn take(&mut self, len: usize) -> BytesMut {
         let mut b = self
             .free
             .pop()
@@ -59,9 +47,9 @@ impl BlockBuffers {
         b
     }
 
-    /// `b`, which holds `block`, is out with the channel until it is unique again.
-    pub(super) fn lent(&mut self, block: BlockRepr, b: Bytes) {
-        self.lent.push_back((block, b));
+    /// `b` is out with the channel until it is unique again.
+    pub(super) fn lent(&mut self, b: Bytes) {
+        self.lent.push_back(b);
     }
 
     /// `b` was not sent after all.
@@ -87,22 +75,12 @@ mod tests {
         a[0] = 1;
         let a = a.freeze();
         let held = a.slice(10..20); // the send buffer's packet
-        let block = BlockRepr {
-            file: 3,
-            offset: 200,
-            len: 100,
-        };
-        p.lent(block, a);
-        let mut acked = vec![];
-        p.reclaim(|b| acked.push(b));
-        assert!(acked.is_empty(), "still held");
+        p.lent(a);
         let b = p.take(60);
         assert_eq!(b.len(), 60);
         assert_eq!(p.made(), 1, "the first is still held: a second is made");
         p.give_back(b);
         drop(held);
-        p.reclaim(|b| acked.push(b));
-        assert_eq!(acked, [block], "back, and its block acknowledged");
         let c = p.take(100);
         assert_eq!(c.len(), 100);
         assert_eq!(p.made(), 1, "both are free again; one is reused");

@@ -18,12 +18,11 @@ use self::buffers::BlockBuffers;
 use super::channel::{DataChannel, Seal};
 use super::control::{ControlWriter, DirEntry, FileEntry, Msg, Side};
 use super::raw::open_session;
-use super::{TransferError, COPY_FOLLOWS, END_OF_CHANNEL};
+use super::{TransferError, END_OF_CHANNEL};
 use crate::secure::{self};
 use crate::Impairment;
 
 mod buffers;
-mod endgame;
 mod listing;
 mod sched;
 mod source;
@@ -66,9 +65,8 @@ pub struct SendOptions {
     /// one confirmation round trip per file, as FTP without pipelining).
     pub pipelining: bool,
     /// Appends a line per block handed to a channel (`block FILE OFFSET LEN
-    /// CHANNEL`), per endgame copy (`copy FILE OFFSET LEN CHANNEL`) and per
-    /// confirmation (`done FILE ok|failed`): what was sent, for audits and for
-    /// measuring what a resume sends again.
+    /// CHANNEL`) and per confirmation (`done FILE ok|failed`): what was sent, for
+    /// audits and for measuring what a resume sends again.
     pub block_log: Option<PathBuf>,
     /// What they run.
     pub transport: super::Transport,
@@ -138,10 +136,6 @@ pub struct SendSummary {
     pub blocks: u64,
     /// Blocks sent again because they arrived damaged.
     pub resent: u64,
-    /// Copies of blocks still in flight on a slower channel, sent by channels
-    /// that had nothing left to send (the endgame: whichever copy arrives first
-    /// is stored). Not counted in `blocks` or `bytes`.
-    pub copies: u64,
     /// Times a channel group waited for a confirmation before its next file (only
     /// without pipelining).
     pub confirmation_waits: u64,
@@ -319,8 +313,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
         confirmation_waits: 0,
         abort: None,
-        over: false,
-        flights: endgame::Flights::new(usize::from(total_channels)),
         log,
     }));
     // An empty file has no block to finish it: its digest (of nothing) goes now.
@@ -373,7 +365,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         };
         threads.push(thread::spawn(move || job.run()));
     }
-    let (mut bytes, mut blocks, mut skipped, mut changed, mut copies) = (0, 0, 0, 0, 0);
+    let (mut bytes, mut blocks, mut skipped, mut changed) = (0, 0, 0, 0);
     let mut channel_finished = vec![];
     let mut failure = None;
     for t in threads {
@@ -383,7 +375,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 blocks += sent.blocks;
                 skipped += sent.skipped;
                 changed += sent.changed;
-                copies += sent.copies;
                 channel_finished.push(sent.finished);
             }
             Err(e) => failure = failure.or(Some(e)),
@@ -450,7 +441,6 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         bytes,
         blocks,
         resent,
-        copies,
         skipped,
         changed,
         modified,
@@ -499,10 +489,7 @@ struct Sent {
     skipped: u64,
     /// Held by the receiver but changed here since: sent again.
     changed: u64,
-    /// Copies of other channels' blocks (the endgame).
-    copies: u64,
-    /// When every block it carried was acknowledged (on it or, for a block that
-    /// was copied, on another channel), on the session's clock.
+    /// When it had everything acknowledged, on the session's clock.
     finished: Duration,
 }
 
@@ -540,27 +527,9 @@ impl ChannelJob {
         let mut blocks = BlockBuffers::new(HEADER_LEN + block_size as usize + 32);
         let mut sent = Sent::default();
         let cushion = (block_size / 8) as usize;
-        let finished = std::cell::Cell::new(None);
-        // After every round of the channel's driver: which of its blocks came
-        // back acknowledged, and how much it still has unacknowledged; true once
-        // the session is over for the channels. Notes when every block this
-        // channel carried is acknowledged somewhere (the channel's end).
-        let tend = |blocks: &mut BlockBuffers, unacked: usize| {
-            let mut sh = shared.lock().expect("no panics hold it");
-            blocks.reclaim(|b| sh.flights.delivered(b));
-            sh.flights.report(c, unacked);
-            if finished.get().is_none() && sh.flights.clear(c) {
-                finished.set(Some(Duration::from_nanos(clock.now().as_nanos())));
-            }
-            sh.over || sh.abort.is_some()
-        };
         loop {
-            s.drain_below(cushion, CUSHION_TIME, |u| tend(&mut blocks, u))?;
-            let next = {
-                let mut sh = shared.lock().expect("no panics hold it");
-                blocks.reclaim(|b| sh.flights.delivered(b));
-                sh.next(lane, c)
-            };
+            s.drain_below(cushion, CUSHION_TIME)?;
+            let next = shared.lock().expect("no panics hold it").next(lane, c);
             let (b, held, whole) = match next {
                 Next::Block(b, held, whole) => (b, held, whole),
                 Next::Done => break,
@@ -585,10 +554,7 @@ impl ChannelJob {
             if (held.is_none() && !whole) || differs {
                 let frame = buf.freeze();
                 s.write_block(&frame)?;
-                blocks.lent(b, frame);
-                let mut sh = shared.lock().expect("no panics hold it");
-                sh.flights.sent(c, b, h, false);
-                finished.set(None);
+                blocks.lent(frame);
                 sent.bytes += u64::from(b.len);
                 sent.blocks += 1;
             } else {
@@ -603,52 +569,9 @@ impl ChannelJob {
                 send_digest(&writer, b.file as usize, d)?;
             }
         }
-        // The endgame: nothing is left to hand out, so copy what slower channels
-        // still carry, each block once, until nothing is worth copying.
-        loop {
-            let copy = {
-                let mut sh = shared.lock().expect("no panics hold it");
-                blocks.reclaim(|b| sh.flights.delivered(b));
-                // (A test's crash stops at its count: no copies either.)
-                if sh.over || sh.abort.is_some() || sh.handed == sh.limit {
-                    None
-                } else {
-                    sh.flights.copy_for(c)
-                }
-            };
-            let Some((b, h)) = copy else { break };
-            let n = b.len as usize;
-            let mut buf = blocks.take(HEADER_LEN + n + 32);
-            b.emit(&mut buf[..HEADER_LEN]);
-            let data = &mut buf[HEADER_LEN..HEADER_LEN + n];
-            read_block(&sources, &mut open, b.file, data, b.offset)?;
-            if *blake3::keyed_hash(&block_key, data).as_bytes() != h {
-                // Written to since it was read: its first reading, already on
-                // its way, is the one the digest holds.
-                blocks.give_back(buf);
-                continue;
-            }
-            buf[HEADER_LEN + n..HEADER_LEN + n + 32].copy_from_slice(&h);
-            let frame = buf.freeze();
-            s.write_all(&COPY_FOLLOWS)?;
-            s.write_block(&frame)?;
-            blocks.lent(b, frame);
-            {
-                let mut sh = shared.lock().expect("no panics hold it");
-                sh.flights.sent(c, b, h, true);
-                sh.log(format_args!("copy {} {} {} {c}", b.file, b.offset, b.len));
-            }
-            finished.set(None);
-            sent.copies += 1;
-            s.drain_below(cushion, CUSHION_TIME, |u| tend(&mut blocks, u))?;
-        }
         s.write_all(&END_OF_CHANNEL)?;
-        // Everything delivered, or not needed any more: the receiver has every
-        // file and has said so (it does not wait for the end markers).
-        s.finish_unless(timeout.max(Duration::from_secs(60)), |u| {
-            tend(&mut blocks, u)
-        })?;
-        sent.finished = finished.get().unwrap_or_else(|| Duration::from_nanos(clock.now().as_nanos()));
+        s.finish(timeout.max(Duration::from_secs(60)))?;
+        sent.finished = Duration::from_nanos(clock.now().as_nanos());
         Ok(sent)
     }
 }

@@ -9,8 +9,6 @@ use std::sync::{Arc, Mutex};
 
 use longhaul_proto::transfer::{BlockRepr, FileBlocks};
 
-use super::endgame::Flights;
-
 /// One file's progress on the sending side.
 pub(super) struct FileState {
     /// Block hashes by block number (the digest hashes them in order); dropped once
@@ -81,11 +79,6 @@ pub(super) struct Sched {
     /// Set when the session is over for the channels: the control channel failed
     /// or every verdict is in.
     pub(super) abort: Option<String>,
-    /// The receiver has said `Finished`: every file is done, and whatever the
-    /// channels still carry (copies, their end markers) is not needed.
-    pub(super) over: bool,
-    /// The blocks each channel has in flight, for the endgame.
-    pub(super) flights: Flights,
     pub(super) log: Option<File>,
 }
 

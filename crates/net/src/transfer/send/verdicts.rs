@@ -97,10 +97,7 @@ pub(super) fn verdicts(
                         p.store(bytes, Ordering::Relaxed);
                     }
                 }
-                Msg::Finished => {
-                    shared.lock().expect("no panics hold it").over = true;
-                    return Ok((bad, resent));
-                }
+                Msg::Finished => return Ok((bad, resent)),
                 Msg::Reject { reason } => return Err(TransferError::ReceiverGaveUp(reason)),
                 m => return Err(TransferError::Protocol(format!("unexpected {m:?}"))),
             }

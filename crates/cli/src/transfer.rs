@@ -96,8 +96,8 @@ pub struct RecvArgs {
     /// GLOBUS_TCP_PORT_RANGE). By default the system picks them.
     #[arg(long)]
     data_ports: Option<String>,
-    /// Refuse sessions whose buffers (channels × (a block, and over UDT a second block and the packet buffer)) would take
-    /// more memory than this here.
+    /// Refuse sessions whose buffers (channels × (two blocks, and over UDT a third block
+    /// and the packet buffer)) would take more memory than this here.
     #[arg(long, default_value = "512MiB")]
     memory_cap: String,
     /// Largest UDT packet this end takes, IP and UDP headers included: a connection
@@ -146,6 +146,7 @@ pub struct SendArgs {
     #[arg(long)]
     no_pipelining: bool,
     /// Append a line per block handed to a channel (`block FILE OFFSET LEN
+    /// CHANNEL`), per piece of a split block sent (`piece FILE OFFSET LEN
     /// CHANNEL`) and per confirmed file (`done FILE ok|failed`) to FILE.
     #[arg(long, value_name = "FILE")]
     block_log: Option<PathBuf>,
@@ -170,8 +171,8 @@ pub struct SendArgs {
     rate_limit: Option<String>,
     #[command(flatten)]
     token: TokenArgs,
-    /// Refuse to start if the session's buffers (channels × (a block, and over UDT a second block and the packet buffer))
-    /// would take more memory than this here.
+    /// Refuse to start if the session's buffers (channels × (two blocks, and over UDT a
+    /// third block and the packet buffer)) would take more memory than this here.
     #[arg(long, default_value = "512MiB")]
     memory_cap: String,
     /// Print the summary as JSON.
@@ -522,7 +523,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "handshake_seconds": s.handshake.as_secs_f64(), "channel_seconds": s.channel_finished.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(), "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "pieces": s.pieces, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "handshake_seconds": s.handshake.as_secs_f64(), "channel_seconds": s.channel_finished.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(), "seconds": secs, "bits_per_second": gbps * 1e9});
     if a.json_stream {
         outln!(
             "{}",

@@ -1254,10 +1254,12 @@ fn data_channels_listen_in_the_port_range_given() {
     drop(taken);
 }
 
-/// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL` or `done FILE ok`.
+/// One parsed line of a block log: `block FILE OFFSET LEN CHANNEL`, `piece FILE
+/// OFFSET LEN CHANNEL` or `done FILE ok`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Logged {
     Block { file: u32, channel: usize },
+    Piece,
     Done { file: u32 },
 }
 
@@ -1272,6 +1274,7 @@ fn read_log(p: &Path) -> Vec<Logged> {
                     file: w[1].parse().unwrap(),
                     channel: w[4].parse().unwrap(),
                 },
+                "piece" => Logged::Piece,
                 "done" => {
                     assert_eq!(w[2], "ok", "{l}");
                     Logged::Done {

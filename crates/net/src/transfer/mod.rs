@@ -180,15 +180,27 @@ impl TransferError {
 pub(crate) const END_OF_CHANNEL: [u8; longhaul_proto::transfer::HEADER_LEN] =
     [0xff; longhaul_proto::transfer::HEADER_LEN];
 
+/// Written before a piece of a block (the sender splits a file's last blocks
+/// over its channels: `send/sched.rs`), again a header no block can have. The
+/// header after it gives the piece's file, offset and length, within one block;
+/// its trailer is the piece's own keyed hash.
+pub(crate) const PIECE_FOLLOWS: [u8; longhaul_proto::transfer::HEADER_LEN] = {
+    let mut h = [0xff; longhaul_proto::transfer::HEADER_LEN];
+    h[longhaul_proto::transfer::HEADER_LEN - 1] = 0xfe;
+    h
+};
+
 /// The most buffer memory one side of a session may take (the default
 /// cap): per channel a block buffer and the transport's buffer.
 pub const MEMORY_CAP: u64 = 512 << 20;
 
 /// Buffer memory a session of `channels` channels and `block_size`-byte blocks
-/// takes on one side: a block (and its hash) per channel, and per UDT channel its
-/// packet buffer (the larger of send and receive; TCP's lives in the kernel) and
-/// one block more: a sender's packet buffer holds slices of the blocks it sends,
-/// and a block stays whole while any of its packets is unacknowledged.
+/// takes on one side: two blocks (and their hashes) per channel, one it reads or
+/// writes and one a receiver may gather from pieces (a file's last blocks come
+/// split over the channels, one block per channel at most), and per UDT channel
+/// its packet buffer (the larger of send and receive; TCP's lives in the kernel)
+/// and one block more: a sender's packet buffer holds slices of the blocks it
+/// sends, and a block stays whole while any of its packets is unacknowledged.
 pub fn session_memory(
     channels: u16,
     block_size: u32,
@@ -202,7 +214,7 @@ pub fn session_memory(
         }
         Transport::Tcp => 0,
     };
-    u64::from(channels) * (block + transport_buffer)
+    u64::from(channels) * (2 * block + transport_buffer)
 }
 
 /// What the receiver calls its working files beside a file `NAME` it receives:

@@ -11,8 +11,9 @@ use longhaul_wire::block::BlockPacket;
 
 use super::super::channel::{DataChannel, Listener, Seal};
 use super::super::control::{ControlReader, Msg};
-use super::super::{TransferError, END_OF_CHANNEL};
-use super::incoming::{store, Incoming, Sink};
+use super::super::{TransferError, END_OF_CHANNEL, PIECE_FOLLOWS};
+use super::incoming::{store, Arrival, Incoming, Sink};
+use super::pieces::store_piece;
 use super::session::Event;
 use crate::clock::Clock;
 use crate::Impairment;
@@ -124,6 +125,12 @@ pub(super) fn serve_channel(
             s.linger(Duration::from_secs(3))?;
             return Ok(());
         }
+        let piece = hdr == PIECE_FOLLOWS;
+        if piece && !read_exact(&mut s, &mut hdr)? {
+            return Err(TransferError::Protocol(
+                "a data channel ended after announcing a piece".into(),
+            ));
+        }
         let b = BlockRepr::parse(&BlockPacket::new_unchecked(&hdr[..]))
             .map_err(|_| TransferError::Protocol("a malformed block header".into()))?;
         if b.len > block_size {
@@ -139,7 +146,11 @@ pub(super) fn serve_channel(
             ));
         }
         let (data, trailer) = buf[..n + 32].split_at(n);
-        store(incoming, events, sink, b, data, trailer, false)?;
+        if piece {
+            store_piece(incoming, events, sink, b, data, trailer)?;
+        } else {
+            store(incoming, events, sink, b, data, trailer, Arrival::Sent)?;
+        }
     }
     Err(TransferError::Protocol(
         "a data channel ended before its end marker".into(),
@@ -164,7 +175,7 @@ pub(super) fn serve_control(
                     reader.recv_raw(&mut buf[..n + 32])?;
                     let (data, trailer) = buf[..n + 32].split_at(n);
                     let b = BlockRepr { file, offset, len };
-                    store(incoming, events, sink, b, data, trailer, true)?;
+                    store(incoming, events, sink, b, data, trailer, Arrival::Resent)?;
                 }
                 m => {
                     if events.send(Event::Ctl(Ok(m))).is_err() {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use longhaul_proto::transfer::BlockRepr;
@@ -14,6 +14,7 @@ use rustix::fs::OFlags;
 use super::super::beneath::DirHandle;
 
 use super::super::{journal_name, part_name, TransferError};
+use super::pieces::Assembly;
 use super::session::Event;
 
 /// Where a received file goes: its folder, held open ([`DirHandle`]), and its
@@ -69,6 +70,8 @@ pub(super) struct Incoming {
     pub(super) kept: HashSet<u64>,
     /// Blocks that arrived damaged and were stored when sent again.
     pub(super) refetched: u64,
+    /// Blocks arriving in pieces, by offset ([`super::pieces`]).
+    pub(super) assembling: BTreeMap<u64, Assembly>,
     /// Checked and dropped, not written ([`super::RecvOptions::discard`]).
     pub(super) discard: bool,
     /// Permission bits the file gets when it is put in place ([`final_mode`]).
@@ -250,6 +253,21 @@ pub(super) struct Sink {
     pub(super) stored: AtomicU64,
     /// [`Hooks::pause_before_write`](super::Hooks).
     pub(super) pause_before_write: std::time::Duration,
+    /// Blocks being gathered from pieces, and the most there may be at once (the
+    /// session's channels).
+    pub(super) assemblies: AtomicUsize,
+    pub(super) max_assemblies: usize,
+}
+
+/// How a block came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Arrival {
+    /// Whole, on a data channel.
+    Sent,
+    /// Sent again on the control channel, after it arrived damaged.
+    Resent,
+    /// In pieces, now all in ([`super::pieces`]).
+    Assembled,
 }
 
 /// Stores a checked block of file `file` (or notes it damaged) and tells the
@@ -259,6 +277,11 @@ pub(super) struct Sink {
 /// `pwrite` at disk speed, would otherwise hold up every other channel's blocks.
 /// The lock is taken only to claim the block (so a second copy is a duplicate even
 /// while the first is being written) and to journal and count it once written.
+///
+/// A block that was sent again, or gathered from pieces, may find its block
+/// stored already (a damaged piece asks for the whole block, and either may
+/// come first): it is passed over. Any other block that arrives twice is a
+/// sender's error.
 pub(super) fn store(
     incoming: &Mutex<Vec<Incoming>>,
     events: &mpsc::Sender<Event>,
@@ -266,7 +289,7 @@ pub(super) fn store(
     b: BlockRepr,
     data: &[u8],
     trailer: &[u8],
-    again: bool,
+    arrival: Arrival,
 ) -> Result<(), TransferError> {
     let block_size = sink.block_size;
     // Keyed: a block and its hash rewritten together on the path do not match.
@@ -306,7 +329,7 @@ pub(super) fn store(
             f.hashes.remove(&b.offset);
             f.received -= u64::from(b.len);
         } else if f.hashes.contains_key(&b.offset) {
-            if again {
+            if arrival != Arrival::Sent {
                 return Ok(()); // asked for twice, and the first copy was good
             }
             return Err(TransferError::Protocol(format!(
@@ -314,6 +337,10 @@ pub(super) fn store(
             )));
         }
         f.hashes.insert(b.offset, hash);
+        if f.assembling.remove(&b.offset).is_some() {
+            // Its pieces are not needed now.
+            sink.assemblies.fetch_sub(1, Ordering::Relaxed);
+        }
         if f.discard {
             None
         } else {
@@ -345,7 +372,7 @@ pub(super) fn store(
         f.hashes.remove(&b.offset);
         return Err(e);
     }
-    f.refetched += u64::from(again);
+    f.refetched += u64::from(arrival == Arrival::Resent);
     sink.stored.fetch_add(u64::from(b.len), Ordering::Relaxed);
     if f.received == f.size {
         let _ = events.send(Event::Written(b.file as usize));

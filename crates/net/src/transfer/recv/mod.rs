@@ -4,6 +4,7 @@
 mod channels;
 mod incoming;
 mod listen;
+mod pieces;
 mod prepare;
 mod readback;
 mod session;
@@ -424,7 +425,7 @@ fn serve_session(
 #[cfg(test)]
 mod tests {
     use super::channels::read_exact_within;
-    use super::incoming::{store, Incoming, Place, Sink};
+    use super::incoming::{store, Arrival, Incoming, Place, Sink};
     use super::session::Event;
     use super::*;
     use crate::transfer::beneath::DirHandle;
@@ -627,6 +628,7 @@ mod tests {
                     received: 0,
                     hashes: BTreeMap::new(),
                     kept: HashSet::new(),
+                    assembling: BTreeMap::new(),
                     refetched: 0,
                     discard: true,
                     mtime: None,
@@ -662,10 +664,12 @@ mod tests {
             block_key: [9; 32],
             stored: AtomicU64::new(0),
             pause_before_write: pause,
+            assemblies: std::sync::atomic::AtomicUsize::new(0),
+            max_assemblies: 4,
         };
         let trailer = *blake3::keyed_hash(&sink.block_key, &data).as_bytes();
         let b = BlockRepr { file, offset, len };
-        store(incoming, events, &sink, b, &data, &trailer, false)
+        store(incoming, events, &sink, b, &data, &trailer, Arrival::Sent)
     }
 
     #[test]
@@ -731,6 +735,7 @@ mod tests {
             received: 0,
             hashes: BTreeMap::new(),
             kept: HashSet::new(),
+            assembling: BTreeMap::new(),
             refetched: 0,
             discard: false,
             mtime: None,

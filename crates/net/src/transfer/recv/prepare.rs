@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
 use rustix::fs::OFlags;
@@ -228,6 +228,8 @@ pub(super) fn prepare(
         block_key,
         stored: AtomicU64::new(0),
         pause_before_write: opts.hooks.pause_before_write,
+        assemblies: AtomicUsize::new(0),
+        max_assemblies: usize::from(channels),
     });
     let prepared = (|| -> Result<_, TransferError> {
         let mut read_back = ReadBack::new(&mut *ctl, total, opts.hooks.checking_every);
@@ -259,6 +261,7 @@ pub(super) fn prepare(
                     mtime,
                     received: size,
                     kept: HashSet::new(),
+                    assembling: BTreeMap::new(),
                     hashes: BTreeMap::new(),
                     refetched: 0,
                     discard: false,
@@ -319,6 +322,7 @@ pub(super) fn prepare(
                 mtime,
                 received,
                 kept: hashes.keys().copied().collect(),
+                assembling: BTreeMap::new(),
                 hashes,
                 refetched: 0,
                 discard: opts.discard,

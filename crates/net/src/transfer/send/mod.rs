@@ -18,7 +18,7 @@ use self::buffers::BlockBuffers;
 use super::channel::{DataChannel, Seal};
 use super::control::{ControlWriter, DirEntry, FileEntry, Msg, Side};
 use super::raw::open_session;
-use super::{TransferError, END_OF_CHANNEL};
+use super::{TransferError, END_OF_CHANNEL, PIECE_FOLLOWS};
 use crate::secure::{self};
 use crate::Impairment;
 
@@ -29,7 +29,7 @@ mod source;
 mod verdicts;
 
 pub use listing::{list_files, ListedDir, ListedFile, Listing, Skip};
-use sched::{digest_of, Digest, FileState, Lane, Next, Sched, Shared};
+use sched::{digest_of, split, Digest, FileState, Lane, Next, Piece, Sched, Shared};
 use source::read_block;
 pub use source::synthetic_fill;
 use verdicts::{send_digest, verdicts, Resends};
@@ -65,6 +65,7 @@ pub struct SendOptions {
     /// one confirmation round trip per file, as FTP without pipelining).
     pub pipelining: bool,
     /// Appends a line per block handed to a channel (`block FILE OFFSET LEN
+    /// CHANNEL`), per piece of a split block sent (`piece FILE OFFSET LEN
     /// CHANNEL`) and per confirmation (`done FILE ok|failed`): what was sent, for
     /// audits and for measuring what a resume sends again.
     pub block_log: Option<PathBuf>,
@@ -136,6 +137,9 @@ pub struct SendSummary {
     pub blocks: u64,
     /// Blocks sent again because they arrived damaged.
     pub resent: u64,
+    /// Pieces sent: the last blocks of the last file go split over the channels
+    /// (each counted in `blocks` once).
+    pub pieces: u64,
     /// Times a channel group waited for a confirmation before its next file (only
     /// without pipelining).
     pub confirmation_waits: u64,
@@ -313,6 +317,9 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         limit: opts.stop_after_blocks.unwrap_or(u64::MAX),
         confirmation_waits: 0,
         abort: None,
+        lane_channels: u32::from(opts.channels),
+        pieces: std::collections::VecDeque::new(),
+        splitting: 0,
         log,
     }));
     // An empty file has no block to finish it: its digest (of nothing) goes now.
@@ -363,9 +370,18 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             block_key,
             clock,
         };
-        threads.push(thread::spawn(move || job.run()));
+        threads.push(thread::spawn(move || {
+            let shared = job.shared.clone();
+            let r = job.run();
+            if let Err(e) = &r {
+                // The others stop too (none waits for pieces this one will not
+                // split).
+                shared.lock().expect("no panics hold it").abort = Some(e.to_string());
+            }
+            r
+        }));
     }
-    let (mut bytes, mut blocks, mut skipped, mut changed) = (0, 0, 0, 0);
+    let (mut bytes, mut blocks, mut skipped, mut changed, mut pieces) = (0, 0, 0, 0, 0);
     let mut channel_finished = vec![];
     let mut failure = None;
     for t in threads {
@@ -375,6 +391,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
                 blocks += sent.blocks;
                 skipped += sent.skipped;
                 changed += sent.changed;
+                pieces += sent.pieces;
                 channel_finished.push(sent.finished);
             }
             Err(e) => failure = failure.or(Some(e)),
@@ -441,6 +458,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         bytes,
         blocks,
         resent,
+        pieces,
         skipped,
         changed,
         modified,
@@ -489,6 +507,8 @@ struct Sent {
     skipped: u64,
     /// Held by the receiver but changed here since: sent again.
     changed: u64,
+    /// Pieces of split blocks sent (the blocks are counted where they were read).
+    pieces: u64,
     /// When it had everything acknowledged, on the session's clock.
     finished: Duration,
 }
@@ -530,8 +550,17 @@ impl ChannelJob {
         loop {
             s.drain_below(cushion, CUSHION_TIME)?;
             let next = shared.lock().expect("no panics hold it").next(lane, c);
-            let (b, held, whole) = match next {
-                Next::Block(b, held, whole) => (b, held, whole),
+            let (b, held, whole, pieces) = match next {
+                Next::Block(b, held, whole, pieces) => (b, held, whole, pieces),
+                Next::Piece(p) => {
+                    write_piece(&mut s, &p, &block_key)?;
+                    shared.lock().expect("no panics hold it").log(format_args!(
+                        "piece {} {} {} {c}",
+                        p.repr.file, p.repr.offset, p.repr.len
+                    ));
+                    sent.pieces += 1;
+                    continue;
+                }
                 Next::Done => break,
                 Next::Wait => {
                     // Keep the channel going while the receiver confirms.
@@ -551,7 +580,29 @@ impl ChannelJob {
                 shared.lock().expect("no panics hold it").changed(&b, c);
                 sent.changed += 1;
             }
-            if (held.is_none() && !whole) || differs {
+            if pieces > 1 {
+                // Sent in pieces: this channel sends the first, the others go to
+                // whichever channels ask next.
+                let frame = buf.freeze();
+                let mut parts = split(&b, pieces).into_iter().map(|p| {
+                    let at = HEADER_LEN + (p.offset - b.offset) as usize;
+                    Piece {
+                        repr: p,
+                        data: frame.slice(at..at + p.len as usize),
+                    }
+                });
+                let first = parts.next().expect("at least one piece");
+                {
+                    let mut sh = shared.lock().expect("no panics hold it");
+                    sh.pieces.extend(parts);
+                    sh.splitting -= 1;
+                }
+                write_piece(&mut s, &first, &block_key)?;
+                blocks.lent(frame);
+                sent.pieces += 1;
+                sent.bytes += u64::from(b.len);
+                sent.blocks += 1;
+            } else if (held.is_none() && !whole) || differs {
                 let frame = buf.freeze();
                 s.write_block(&frame)?;
                 blocks.lent(frame);
@@ -574,4 +625,15 @@ impl ChannelJob {
         sent.finished = Duration::from_nanos(clock.now().as_nanos());
         Ok(sent)
     }
+}
+
+/// Sends piece `p` of a block: the marker, its header, its bytes and its own
+/// keyed hash, by which the receiver checks it before it gathers the block.
+fn write_piece(s: &mut DataChannel, p: &Piece, block_key: &[u8; 32]) -> Result<(), TransferError> {
+    let mut head = [0u8; 2 * HEADER_LEN];
+    head[..HEADER_LEN].copy_from_slice(&PIECE_FOLLOWS);
+    p.repr.emit(&mut head[HEADER_LEN..]);
+    s.write_all(&head)?;
+    s.write_block(&p.data)?;
+    s.write_all(blake3::keyed_hash(block_key, &p.data).as_bytes())
 }

@@ -1,11 +1,24 @@
 //! Which block goes next, on which channel: the lanes (channel groups), each file's
 //! hashes and verdict, and what the receiver already holds.
+//!
+//! The last blocks go in pieces. Blocks cannot be cut while most of the file is
+//! left, since the receiver journals and resumes whole blocks; but when the blocks
+//! run out, each channel is somewhere in its last block, and a channel that took
+//! its last block late, or was slowed by its losses, held the file's tail up to a
+//! block-time after the others. So the last blocks of the last file (one per
+//! channel of its lane) are each split into a piece per channel: the channel that
+//! takes such a block reads and hashes it whole (its hash goes into the digest)
+//! and sends the first piece, and the other pieces go to whichever channels ask
+//! next, ahead of any block. A slowed channel then holds at most a piece
+//! (`recv/pieces.rs` gathers them).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
 
 use longhaul_proto::transfer::{BlockRepr, FileBlocks};
 
@@ -76,17 +89,52 @@ pub(super) struct Sched {
     pub(super) handed: u64,
     pub(super) limit: u64,
     pub(super) confirmation_waits: u64,
-    /// Set when the session is over for the channels: the control channel failed
-    /// or every verdict is in.
+    /// Set when the session is over for the channels: the control channel failed,
+    /// or a channel did.
     pub(super) abort: Option<String>,
+    /// Channels per lane: how many of a file's last blocks are split, and into
+    /// how many pieces.
+    pub(super) lane_channels: u32,
+    /// Pieces of split blocks waiting for a channel, first come first served.
+    pub(super) pieces: std::collections::VecDeque<Piece>,
+    /// Blocks a channel is reading to split: their pieces are still to come, so
+    /// a channel with nothing else to do waits rather than ends.
+    pub(super) splitting: usize,
     pub(super) log: Option<File>,
+}
+
+/// A piece of a split block: where it lies in its file, and its bytes (a slice of
+/// the buffer the block was read into).
+pub(super) struct Piece {
+    pub(super) repr: BlockRepr,
+    pub(super) data: Bytes,
+}
+
+/// The smallest piece a block is split into: below it a piece's framing and
+/// the hashing of the block whole would cost more than the tail it saves.
+pub(super) const MIN_PIECE: u32 = 64 << 10;
+
+/// The pieces block `b` is split into, `k` of them, of equal length but the last.
+pub(super) fn split(b: &BlockRepr, k: u32) -> Vec<BlockRepr> {
+    let each = b.len.div_ceil(k.max(1));
+    (0..b.len)
+        .step_by(each as usize)
+        .map(|at| BlockRepr {
+            file: b.file,
+            offset: b.offset + u64::from(at),
+            len: each.min(b.len - at),
+        })
+        .collect()
 }
 
 /// What a channel should do next.
 pub(super) enum Next {
     /// Send this block; or, if the receiver holds it (with this hash), only hash it,
     /// and send it only if it differs. The flag: the receiver holds the whole file.
-    Block(BlockRepr, Option<[u8; 32]>, bool),
+    /// The count: pieces to split it into (1: send it whole).
+    Block(BlockRepr, Option<[u8; 32]>, bool, u32),
+    /// Send this piece of a block another channel read.
+    Piece(Piece),
     /// Wait for the receiver to confirm the lane's last file, then ask again.
     Wait,
     /// Nothing is left for this lane.
@@ -99,21 +147,35 @@ impl Sched {
             if self.abort.is_some() {
                 return Next::Done;
             }
+            if let Some(p) = self.pieces.pop_front() {
+                return Next::Piece(p);
+            }
+            let last_file = self.next_file >= self.sizes.len() && self.redo.is_empty();
             let l = &mut self.lanes[lane];
             if let Some(b) = l.blocks.as_mut().and_then(Iterator::next) {
+                let rest = l.blocks.as_ref().map_or(0, FileBlocks::remaining);
                 let held = self
                     .have
                     .get(b.file as usize)
                     .and_then(|h| h.get(&b.offset))
                     .copied();
                 let whole = self.present[b.file as usize].is_some();
+                let mut pieces = 1;
                 if held.is_none() && !whole {
                     if self.handed == self.limit {
                         return Next::Done;
                     }
                     self.hand_out(&b, channel);
+                    // One of the last blocks, one per channel of the lane.
+                    let tail = u64::from(self.lane_channels - 1) * u64::from(self.block_size);
+                    if last_file && rest <= tail {
+                        pieces = self.lane_channels.min(b.len / MIN_PIECE).max(1);
+                    }
+                    if pieces > 1 {
+                        self.splitting += 1;
+                    }
                 }
-                return Next::Block(b, held, whole);
+                return Next::Block(b, held, whole, pieces);
             }
             // A file to send whole after all goes first, whatever else waits: the
             // lane may be waiting for its very verdict.
@@ -122,6 +184,9 @@ impl Sched {
                 continue;
             }
             if self.next_file >= self.sizes.len() {
+                if self.splitting > 0 {
+                    return Next::Wait; // pieces are coming
+                }
                 return Next::Done;
             }
             if !self.pipelining {

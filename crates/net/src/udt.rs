@@ -624,7 +624,13 @@ impl UdtSocket {
                 return Err(NetError::Broken);
             }
             let c = &self.conn;
-            let per_sec = c.payload_size() as f64 * 1e6 / c.pkt_snd_period_us().max(1e-3);
+            // The rate it sends at: its pacing, or its window per round trip if
+            // that is less. (A window-limited control such as BBR's may leave
+            // the period near zero: by the period alone, 20 ms would be tens of
+            // megabytes, and a channel would take several blocks at once.)
+            let payload = c.payload_size() as f64;
+            let per_sec = (payload * 1e6 / c.pkt_snd_period_us().max(1e-3))
+                .min(c.cwnd_pkts() * payload * 1e6 / c.rtt_us().max(1.0));
             let limit = (cushion as f64).max(per_sec * cushion_time.as_secs_f64());
             if ((c.unsent_pkts() * c.payload_size()) as f64) < limit {
                 return Ok(());

@@ -320,6 +320,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         lane_channels: u32::from(opts.channels),
         pieces: std::collections::VecDeque::new(),
         splitting: 0,
+        tail: false,
         log,
     }));
     // An empty file has no block to finish it: its digest (of nothing) goes now.
@@ -546,8 +547,11 @@ impl ChannelJob {
         let mut open: Option<(u32, File)> = None;
         let mut blocks = BlockBuffers::new(HEADER_LEN + block_size as usize + 32);
         let mut sent = Sent::default();
-        let cushion = (block_size / 8) as usize;
         loop {
+            // In the tail (pieces), only the time: a piece is read already, so
+            // there is nothing to prepare while the last one drains.
+            let tail = shared.lock().expect("no panics hold it").tail;
+            let cushion = if tail { 0 } else { (block_size / 8) as usize };
             s.drain_below(cushion, CUSHION_TIME)?;
             let next = shared.lock().expect("no panics hold it").next(lane, c);
             let (b, held, whole, pieces) = match next {

@@ -100,6 +100,8 @@ pub(super) struct Sched {
     /// Blocks a channel is reading to split: their pieces are still to come, so
     /// a channel with nothing else to do waits rather than ends.
     pub(super) splitting: usize,
+    /// The blocks have started to go in pieces.
+    pub(super) tail: bool,
     pub(super) log: Option<File>,
 }
 
@@ -109,6 +111,9 @@ pub(super) struct Piece {
     pub(super) repr: BlockRepr,
     pub(super) data: Bytes,
 }
+
+/// A split block's pieces per channel of its lane.
+pub(super) const PIECES_PER_CHANNEL: u32 = 2;
 
 /// The smallest piece a block is split into: below it a piece's framing and
 /// the hashing of the block whole would cost more than the tail it saves.
@@ -169,10 +174,13 @@ impl Sched {
                     // One of the last blocks, one per channel of the lane.
                     let tail = u64::from(self.lane_channels - 1) * u64::from(self.block_size);
                     if last_file && rest <= tail {
-                        pieces = self.lane_channels.min(b.len / MIN_PIECE).max(1);
+                        pieces = (PIECES_PER_CHANNEL * self.lane_channels)
+                            .min(b.len / MIN_PIECE)
+                            .max(1);
                     }
                     if pieces > 1 {
                         self.splitting += 1;
+                        self.tail = true;
                     }
                 }
                 return Next::Block(b, held, whole, pieces);

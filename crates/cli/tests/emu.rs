@@ -541,18 +541,24 @@ fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
 
 /// Issue 34's real transfer: 100 MB through the emulator at 100 Mb/s × 20 ms with 5 %
 /// random loss each way, 4 channels, the default rate control (`bbr-lh`), every byte
-/// right, and the channels ending close together.
+/// right, and the channels ending within a block-time of each other.
 ///
 /// Measured 2026-11-26 (valid runs, one sitting), with a channel taking its next
 /// 4 MiB block only once less than an eighth of a block (or 20 ms of its sending) is
 /// left unsent, against the same build without that rule:
 /// - goodput: 65.0-87.8 Mb/s (9 runs, mean 80.4) against 54.4-84.1 (4 runs, mean
 ///   69.0). The issue asks 80; this asserts 50, clear of UDT4's own control on the
-///   same path (13.4 Mb/s).
-/// - the spread of the channels' ends, in block-times (a block at a channel's
-///   share of the goodput): 0.23-1.78 (mean 0.97) against 0.34-2.42 (mean 1.43).
-///   The issue asks at most 1, which is not held: when the blocks run out, a
-///   channel slowed by its losses still has a whole block to send. This asserts 2.
+///   same path (13.4 Mb/s). (Goodput here includes the receiver's syncfs of 100 MB,
+///   which took 0.1-4.3 s on this machine's disk.)
+///
+/// Measured 2026-11-27, with the last four blocks split into two pieces per channel
+/// and the 20 ms reckoned at the window's rate when that is below the pacing rate
+/// (8 valid runs, seeds 31-34 and 41-44, alternating with the build before): the
+/// spread of the channels' ends, in block-times (a 4 MiB block at a channel's share
+/// of the data phase's rate, from the channels' start to the last one's end), 0.04-
+/// 0.51 (mean 0.20) against 0.53-1.58 (mean 0.98) before; the data phase's rate
+/// 84.1-89.6 Mb/s (mean 87.7) against 85.0-88.9 (mean 87.3). The issue asks at most
+/// one block-time; this asserts it.
 ///
 /// Only a run the emulator reports valid counts; up to three are tried.
 #[test]
@@ -602,7 +608,8 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         let mbps = s["bytes"].as_f64().unwrap() * 8.0 / secs / 1e6;
         assert!(mbps >= 50.0, "{mbps:.1} Mb/s over {secs:.2} s");
         // The channels' ends, against a block-time (a 4 MiB block at a channel's
-        // share of the goodput).
+        // share of the data phase's rate: the receiver's syncfs after it is disk
+        // time, not the channels').
         let ends: Vec<f64> = s["channel_seconds"]
             .as_array()
             .expect("channel_seconds")
@@ -610,12 +617,13 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
             .map(|v| v.as_f64().unwrap())
             .collect();
         assert_eq!(ends.len(), 4);
-        let spread = ends.iter().cloned().fold(f64::MIN, f64::max)
-            - ends.iter().cloned().fold(f64::MAX, f64::min);
-        let block_time = 4.0 * 1048576.0 * 8.0 / (mbps * 1e6 / 4.0);
+        let last = ends.iter().cloned().fold(f64::MIN, f64::max);
+        let spread = last - ends.iter().cloned().fold(f64::MAX, f64::min);
+        let data_mbps = s["bytes"].as_f64().unwrap() * 8.0 / last / 1e6;
+        let block_time = 4.0 * 1048576.0 * 8.0 / (data_mbps * 1e6 / 4.0);
         eprintln!("{mbps:.1} Mb/s; channels ended {spread:.2} s apart; block-time {block_time:.2} s; {ends:?}");
         assert!(
-            spread <= 2.0 * block_time,
+            spread <= block_time,
             "channels ended {spread:.2} s apart, block-time {block_time:.2} s: {ends:?}"
         );
         return;

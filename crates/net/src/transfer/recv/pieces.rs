@@ -15,9 +15,9 @@ use std::sync::{mpsc, Mutex};
 
 use longhaul_proto::transfer::BlockRepr;
 
+use super::super::TransferError;
 use super::incoming::{store, Arrival, Incoming, Sink};
 use super::session::Event;
-use super::super::TransferError;
 
 /// A block being gathered from its pieces.
 #[derive(Debug)]
@@ -138,6 +138,150 @@ pub(super) fn store_piece(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::{BTreeMap, HashSet};
+    use std::sync::atomic::{AtomicU64, AtomicUsize};
+
+    const KEY: [u8; 32] = [9; 32];
+
+    /// One file of `size` bytes in 100-byte blocks, checked and not written, with
+    /// room to gather `max` blocks at once.
+    fn setup(size: u64, max: usize) -> (Mutex<Vec<Incoming>>, Sink) {
+        let f = Incoming {
+            place: None,
+            shown: String::new(),
+            journaled: false,
+            open: None,
+            size,
+            mode: 0o644,
+            received: 0,
+            hashes: BTreeMap::new(),
+            kept: HashSet::new(),
+            assembling: BTreeMap::new(),
+            refetched: 0,
+            discard: true,
+            mtime: None,
+            present: None,
+            replace: false,
+            replacing: false,
+        };
+        let sink = Sink {
+            block_size: 100,
+            block_key: KEY,
+            stored: AtomicU64::new(0),
+            pause_before_write: std::time::Duration::ZERO,
+            assemblies: AtomicUsize::new(0),
+            max_assemblies: max,
+        };
+        (Mutex::new(vec![f]), sink)
+    }
+
+    /// The file's bytes: byte `i` is `i % 251`.
+    fn bytes(offset: u64, len: u32) -> Vec<u8> {
+        (offset..offset + u64::from(len))
+            .map(|i| (i % 251) as u8)
+            .collect()
+    }
+
+    fn piece(
+        incoming: &Mutex<Vec<Incoming>>,
+        events: &mpsc::Sender<Event>,
+        sink: &Sink,
+        (offset, len): (u64, u32),
+    ) -> Result<(), TransferError> {
+        let data = bytes(offset, len);
+        let trailer = *blake3::keyed_hash(&KEY, &data).as_bytes();
+        let p = BlockRepr {
+            file: 0,
+            offset,
+            len,
+        };
+        store_piece(incoming, events, sink, p, &data, &trailer)
+    }
+
+    /// A block's pieces in any order make the block, hashed whole as the sender
+    /// hashed it (so the file's digest checks it); the file is whole once.
+    #[test]
+    fn pieces_in_any_order_make_the_block_hashed_whole() {
+        let (incoming, sink) = setup(250, 2);
+        let (events, rx) = mpsc::channel();
+        for p in [
+            (130, 20),
+            (0, 60),
+            (100, 30),
+            (60, 40),
+            (150, 50),
+            (200, 50),
+        ] {
+            piece(&incoming, &events, &sink, p).unwrap();
+        }
+        let all = incoming.lock().unwrap();
+        let f = &all[0];
+        assert_eq!(f.received, 250);
+        assert!(f.assembling.is_empty());
+        for (o, len) in [(0u64, 100u32), (100, 100), (200, 50)] {
+            let whole = *blake3::keyed_hash(&KEY, &bytes(o, len)).as_bytes();
+            assert_eq!(f.hashes[&o], whole, "block {o}");
+        }
+        assert_eq!(sink.assemblies.load(Ordering::Relaxed), 0);
+        drop(all);
+        drop(events);
+        let written = rx.iter().filter(|e| matches!(e, Event::Written(0))).count();
+        assert_eq!(written, 1);
+    }
+
+    /// Refused: a piece across two blocks or past the end, overlapping another,
+    /// or of more blocks at once than the session has channels. A damaged piece
+    /// asks for its whole block; a piece of a block stored since is passed over.
+    #[test]
+    fn bad_pieces_are_refused_and_a_damaged_one_asks_for_its_block() {
+        let (incoming, sink) = setup(250, 2);
+        let (events, rx) = mpsc::channel();
+        for p in [(90, 20), (240, 20)] {
+            let e = piece(&incoming, &events, &sink, p).unwrap_err();
+            assert!(e.to_string().contains("not within one"), "{p:?}: {e}");
+        }
+        piece(&incoming, &events, &sink, (0, 50)).unwrap();
+        let e = piece(&incoming, &events, &sink, (40, 20)).unwrap_err();
+        assert!(e.to_string().contains("overlaps"), "{e}");
+        piece(&incoming, &events, &sink, (100, 50)).unwrap();
+        let e = piece(&incoming, &events, &sink, (200, 10)).unwrap_err();
+        assert!(e.to_string().contains("more than 2 blocks"), "{e}");
+        // Damaged: the whole block is asked for.
+        let p = BlockRepr {
+            file: 0,
+            offset: 150,
+            len: 50,
+        };
+        store_piece(&incoming, &events, &sink, p, &[0; 50], &[0; 32]).unwrap();
+        match rx.try_recv() {
+            Ok(Event::Corrupt(0, 100, 100)) => {}
+            _ => panic!("expected the block to be asked for again"),
+        }
+        // It comes whole, sent again; its gathered pieces are dropped, and a
+        // late piece of it is passed over.
+        let data = bytes(100, 100);
+        let trailer = *blake3::keyed_hash(&KEY, &data).as_bytes();
+        let b = BlockRepr {
+            file: 0,
+            offset: 100,
+            len: 100,
+        };
+        store(
+            &incoming,
+            &events,
+            &sink,
+            b,
+            &data,
+            &trailer,
+            Arrival::Resent,
+        )
+        .unwrap();
+        assert_eq!(sink.assemblies.load(Ordering::Relaxed), 1, "only block 0's");
+        piece(&incoming, &events, &sink, (150, 50)).unwrap();
+        let all = incoming.lock().unwrap();
+        assert_eq!(all[0].received, 100);
+        assert_eq!(all[0].assembling.len(), 1);
+    }
 
     #[test]
     fn pieces_fill_a_block_once_and_never_overlap() {

@@ -557,11 +557,7 @@ impl ChannelJob {
             let (b, held, whole, pieces) = match next {
                 Next::Block(b, held, whole, pieces) => (b, held, whole, pieces),
                 Next::Piece(p) => {
-                    write_piece(&mut s, &p, &block_key)?;
-                    shared.lock().expect("no panics hold it").log(format_args!(
-                        "piece {} {} {} {c}",
-                        p.repr.file, p.repr.offset, p.repr.len
-                    ));
+                    write_piece(&mut s, &p, &block_key, &shared, c)?;
                     sent.pieces += 1;
                     continue;
                 }
@@ -601,7 +597,7 @@ impl ChannelJob {
                     sh.pieces.extend(parts);
                     sh.splitting -= 1;
                 }
-                write_piece(&mut s, &first, &block_key)?;
+                write_piece(&mut s, &first, &block_key, &shared, c)?;
                 blocks.lent(frame);
                 sent.pieces += 1;
                 sent.bytes += u64::from(b.len);
@@ -631,13 +627,26 @@ impl ChannelJob {
     }
 }
 
-/// Sends piece `p` of a block: the marker, its header, its bytes and its own
-/// keyed hash, by which the receiver checks it before it gathers the block.
-fn write_piece(s: &mut DataChannel, p: &Piece, block_key: &[u8; 32]) -> Result<(), TransferError> {
+/// Sends piece `p` of a block on channel `c` (and logs it): the marker, its
+/// header, its bytes and its own keyed hash, by which the receiver checks it
+/// before it gathers the block.
+fn write_piece(
+    s: &mut DataChannel,
+    p: &Piece,
+    block_key: &[u8; 32],
+    shared: &Shared,
+    c: usize,
+) -> Result<(), TransferError> {
     let mut head = [0u8; 2 * HEADER_LEN];
     head[..HEADER_LEN].copy_from_slice(&PIECE_FOLLOWS);
     p.repr.emit(&mut head[HEADER_LEN..]);
     s.write_all(&head)?;
     s.write_block(&p.data)?;
-    s.write_all(blake3::keyed_hash(block_key, &p.data).as_bytes())
+    s.write_all(blake3::keyed_hash(block_key, &p.data).as_bytes())?;
+    let r = p.repr;
+    shared
+        .lock()
+        .expect("no panics hold it")
+        .log(format_args!("piece {} {} {} {c}", r.file, r.offset, r.len));
+    Ok(())
 }

@@ -150,6 +150,12 @@ impl DirHandle {
     pub fn syncfs(&self) -> io::Result<()> {
         rustix::fs::syncfs(&self.fd).map_err(|e| with_path(e.into(), &self.shown))
     }
+
+    /// Makes this folder's entries (names made, renamed, removed) durable
+    /// (`fsync(2)` on the folder).
+    pub fn fsync(&self) -> io::Result<()> {
+        rustix::fs::fsync(&self.fd).map_err(|e| with_path(e.into(), &self.shown))
+    }
 }
 
 /// A link where a file or folder was expected reads as what it is.

@@ -547,9 +547,10 @@ fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
 /// 4 MiB block only once less than an eighth of a block (or 20 ms of its sending) is
 /// left unsent, against the same build without that rule:
 /// - goodput: 65.0-87.8 Mb/s (9 runs, mean 80.4) against 54.4-84.1 (4 runs, mean
-///   69.0). The issue asks 80; this asserts 50, clear of UDT4's own control on the
-///   same path (13.4 Mb/s). (Goodput here includes the receiver's syncfs of 100 MB,
-///   which took 0.1-4.3 s on this machine's disk.)
+///   69.0). Goodput here includes the receiver's commit of the 100 MB to disk, which
+///   then was a syncfs and took 0.1-4.3 s on this machine when a build had left
+///   other data to flush; it is now an fdatasync of the file (0.3-1.2 s against
+///   0.8-2.6 with 1 GB of other data dirty, 2 runs each).
 ///
 /// Measured 2026-11-27, with the last four blocks split into two pieces per channel
 /// and the 20 ms reckoned at the window's rate when that is below the pacing rate
@@ -559,6 +560,11 @@ fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
 /// 0.51 (mean 0.20) against 0.53-1.58 (mean 0.98) before; the data phase's rate
 /// 84.1-89.6 Mb/s (mean 87.7) against 85.0-88.9 (mean 87.3). The issue asks at most
 /// one block-time; this asserts it.
+///
+/// The issue asks 80 Mb/s: this asserts it of the data phase (the network's part),
+/// and 50 of the goodput with the commit to disk, which is the disk's and varies
+/// with what else the machine writes; both are clear of UDT4's own control on the
+/// same path (13.4 Mb/s).
 ///
 /// Only a run the emulator reports valid counts; up to three are tried.
 #[test]
@@ -606,7 +612,7 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         let s: serde_json::Value = serde_json::from_str(line).unwrap();
         let secs = s["seconds"].as_f64().unwrap() - s["handshake_seconds"].as_f64().unwrap();
         let mbps = s["bytes"].as_f64().unwrap() * 8.0 / secs / 1e6;
-        assert!(mbps >= 50.0, "{mbps:.1} Mb/s over {secs:.2} s");
+        assert!(mbps >= 50.0, "{mbps:.1} Mb/s over {secs:.2} s, commit included");
         // The channels' ends, against a block-time (a 4 MiB block at a channel's
         // share of the data phase's rate: the receiver's syncfs after it is disk
         // time, not the channels').
@@ -620,6 +626,10 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         let last = ends.iter().cloned().fold(f64::MIN, f64::max);
         let spread = last - ends.iter().cloned().fold(f64::MAX, f64::min);
         let data_mbps = s["bytes"].as_f64().unwrap() * 8.0 / last / 1e6;
+        assert!(
+            data_mbps >= 80.0,
+            "{data_mbps:.1} Mb/s over the data phase ({last:.2} s)"
+        );
         let block_time = 4.0 * 1048576.0 * 8.0 / (data_mbps * 1e6 / 4.0);
         eprintln!("{mbps:.1} Mb/s; channels ended {spread:.2} s apart; block-time {block_time:.2} s; {ends:?}");
         assert!(

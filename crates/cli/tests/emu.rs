@@ -612,7 +612,10 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         let s: serde_json::Value = serde_json::from_str(line).unwrap();
         let secs = s["seconds"].as_f64().unwrap() - s["handshake_seconds"].as_f64().unwrap();
         let mbps = s["bytes"].as_f64().unwrap() * 8.0 / secs / 1e6;
-        assert!(mbps >= 50.0, "{mbps:.1} Mb/s over {secs:.2} s, commit included");
+        assert!(
+            mbps >= 50.0,
+            "{mbps:.1} Mb/s over {secs:.2} s, commit included"
+        );
         // The channels' ends, against a block-time (a 4 MiB block at a channel's
         // share of the data phase's rate: the receiver's syncfs after it is disk
         // time, not the channels').

@@ -321,6 +321,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         pieces: std::collections::VecDeque::new(),
         splitting: 0,
         tail: false,
+        split_budget: u32::from(total_channels),
         log,
     }));
     // An empty file has no block to finish it: its digest (of nothing) goes now.

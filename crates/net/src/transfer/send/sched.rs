@@ -102,6 +102,10 @@ pub(super) struct Sched {
     pub(super) splitting: usize,
     /// The blocks have started to go in pieces.
     pub(super) tail: bool,
+    /// Blocks that may still be split: the session's channels in all, which is
+    /// how many the receiver gathers at once (a file sent again whole, to replace
+    /// the receiver's, could otherwise be split while another's pieces are out).
+    pub(super) split_budget: u32,
     pub(super) log: Option<File>,
 }
 
@@ -173,13 +177,15 @@ impl Sched {
                     self.hand_out(&b, channel);
                     // One of the last blocks, one per channel of the lane.
                     let tail = u64::from(self.lane_channels - 1) * u64::from(self.block_size);
-                    if last_file && rest <= tail {
+                    let tail_block = self.lane_channels > 1 && last_file && rest <= tail;
+                    if tail_block && self.split_budget > 0 {
                         pieces = (PIECES_PER_CHANNEL * self.lane_channels)
                             .min(b.len / MIN_PIECE)
                             .max(1);
                     }
                     if pieces > 1 {
                         self.splitting += 1;
+                        self.split_budget -= 1;
                         self.tail = true;
                     }
                 }
@@ -310,3 +316,103 @@ pub(super) fn digest_of(hashes: Vec<[u8; 32]>) -> [u8; 32] {
 /// verdict polls it every millisecond rather than sleeping on a condition: it has to
 /// keep driving its UDT socket meanwhile.)
 pub(super) type Shared = Arc<Mutex<Sched>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A schedule for one lane of `channels` channels sending one file of `blocks`
+    /// blocks of 256 KiB, nothing held at the receiver, `budget` splits allowed.
+    fn one_file(blocks: u64, channels: u32, budget: u32) -> Sched {
+        let block_size = 256 << 10;
+        Sched {
+            next_file: 0,
+            lanes: vec![Lane::default()],
+            files: vec![FileState {
+                hashes: vec![[0; 32]; blocks as usize],
+                hashed: 0,
+                changed: vec![],
+                stamp: None,
+                done: None,
+                modified: false,
+                replaced: false,
+            }],
+            sizes: vec![blocks * block_size],
+            block_size: block_size as u32,
+            pipelining: true,
+            have: vec![HashMap::new()],
+            present: vec![None],
+            replace: false,
+            redo: std::collections::VecDeque::new(),
+            differ: vec![],
+            sources: Arc::new(vec![PathBuf::new()]),
+            handed: 0,
+            limit: u64::MAX,
+            confirmation_waits: 0,
+            abort: None,
+            lane_channels: channels,
+            pieces: std::collections::VecDeque::new(),
+            splitting: 0,
+            tail: false,
+            split_budget: budget,
+            log: None,
+        }
+    }
+
+    /// The pieces each block `next` hands out is split into, in order, until it
+    /// would wait (a split block's pieces are still to come).
+    fn pieces_handed(s: &mut Sched) -> Vec<u32> {
+        let mut out = vec![];
+        while let Next::Block(_, _, _, k) = s.next(0, 0) {
+            out.push(k);
+        }
+        out
+    }
+
+    /// Of ten blocks on four channels the last four are split, into two pieces per
+    /// channel but none under 64 KiB (256 KiB: four); the others go whole. While a
+    /// split block's pieces are still to come, a channel with nothing left waits
+    /// rather than ends; pieces go out before anything else, then it ends.
+    #[test]
+    fn the_last_block_per_channel_is_split_and_an_idle_channel_waits_for_its_pieces() {
+        let mut s = one_file(10, 4, 4);
+        assert_eq!(pieces_handed(&mut s), [1, 1, 1, 1, 1, 1, 4, 4, 4, 4]);
+        assert!(s.tail);
+        assert!(matches!(s.next(0, 1), Next::Wait));
+        s.splitting = 0;
+        let b = BlockRepr {
+            file: 0,
+            offset: 0,
+            len: 10,
+        };
+        s.pieces.push_back(Piece {
+            repr: b,
+            data: Bytes::from_static(&[0; 10]),
+        });
+        assert!(matches!(s.next(0, 1), Next::Piece(p) if p.repr == b));
+        assert!(matches!(s.next(0, 1), Next::Done));
+    }
+
+    /// No more blocks are split than the budget (the receiver's room), and one
+    /// channel splits nothing.
+    #[test]
+    fn splits_stay_within_the_budget_and_one_channel_never_splits() {
+        let mut s = one_file(10, 4, 2);
+        assert_eq!(pieces_handed(&mut s), [1, 1, 1, 1, 1, 1, 4, 4, 1, 1]);
+        let mut s = one_file(3, 1, 1);
+        assert_eq!(pieces_handed(&mut s), [1, 1, 1]);
+    }
+
+    /// A block's pieces cover it exactly, in order, the last one shorter.
+    #[test]
+    fn pieces_cover_their_block() {
+        let b = BlockRepr {
+            file: 2,
+            offset: 1000,
+            len: 10,
+        };
+        let p: Vec<(u64, u32)> = split(&b, 4).iter().map(|p| (p.offset, p.len)).collect();
+        assert_eq!(p, [(1000, 3), (1003, 3), (1006, 3), (1009, 1)]);
+        assert_eq!(split(&b, 1), [b]);
+    }
+}

@@ -97,6 +97,10 @@ fn errors_name_the_file_the_key_and_the_fix() {
             &["flow[1].bbr.pacing_margin", "0 to 0.5"],
         ),
         (
+            base() + "[[flow]]\nprotocol = \"tcp\"\ncc = \"bbr\"\nbbr = { cwnd_gain = 0.5 }\n",
+            &["flow[1].bbr.cwnd_gain", "1 to 4"],
+        ),
+        (
             base() + "[[flow]]\nprotocol = \"quic\"\n",
             &["bad.toml", "quic"],
         ),

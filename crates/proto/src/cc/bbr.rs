@@ -118,6 +118,12 @@ pub struct LhChanges {
     /// keeps a standing queue of a third of its RTT, for under 1 % more goodput at
     /// 200 ms.
     pub pacing_margin: f64,
+    /// ProbeBW's window gain (v1: [`CWND_GAIN`], two BDPs). Several flows on one
+    /// bottleneck each overestimate their share (each one's max filter holds the
+    /// rates it saw while the others drained), and the window, not the pacing,
+    /// then sets how much they queue: with two BDPs each, up to a BDP stands in
+    /// the queue.
+    pub cwnd_gain: f64,
 }
 
 impl LhChanges {
@@ -127,6 +133,7 @@ impl LhChanges {
         startup_queue_exit: None,
         startup_growth: 1.0,
         pacing_margin: PACING_MARGIN,
+        cwnd_gain: CWND_GAIN,
     };
     /// All of longhaul's changes.
     pub const ALL: LhChanges = LhChanges {
@@ -134,6 +141,7 @@ impl LhChanges {
         startup_queue_exit: Some(0.25),
         startup_growth: 2.0,
         pacing_margin: PACING_MARGIN,
+        cwnd_gain: CWND_GAIN,
     };
 }
 
@@ -629,7 +637,7 @@ impl Bbr {
         (self.pacing_gain, self.cwnd_gain) = match self.mode {
             BbrMode::Startup => (HIGH_GAIN, HIGH_GAIN),
             BbrMode::Drain => (DRAIN_GAIN, HIGH_GAIN),
-            BbrMode::ProbeBw => (PACING_GAINS[self.cycle_idx], CWND_GAIN),
+            BbrMode::ProbeBw => (PACING_GAINS[self.cycle_idx], self.cfg.lh.cwnd_gain),
             BbrMode::ProbeRtt => (1.0, 1.0),
         };
     }

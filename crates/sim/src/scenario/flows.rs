@@ -564,6 +564,12 @@ impl Loader<'_> {
         if let Some(m) = fraction("pacing_margin", f.pacing_margin, 0.5)? {
             b.lh.pacing_margin = m;
         }
+        if let Some(g) = fraction("cwnd_gain", f.cwnd_gain, 4.0)? {
+            if g < 1.0 {
+                return Err(self.err(k("cwnd_gain"), format!("is {g}; need 1 to 4 (2 is BBR's)")));
+            }
+            b.lh.cwnd_gain = g;
+        }
         Ok(b)
     }
 

@@ -425,6 +425,7 @@ pub(super) struct BbrFile {
     pub(super) startup_queue_exit: Option<f64>,
     pub(super) startup_growth: Option<f64>,
     pub(super) pacing_margin: Option<f64>,
+    pub(super) cwnd_gain: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -119,6 +119,29 @@ pub(super) fn umask() -> u32 {
 }
 
 impl Incoming {
+    /// A file of `size` bytes received with nothing written (`discard`), for tests.
+    #[cfg(test)]
+    pub(super) fn discarded(size: u64) -> Self {
+        Incoming {
+            place: None,
+            shown: String::new(),
+            journaled: false,
+            open: None,
+            size,
+            mode: 0o644,
+            received: 0,
+            hashes: BTreeMap::new(),
+            kept: HashSet::new(),
+            assembling: BTreeMap::new(),
+            refetched: 0,
+            discard: true,
+            mtime: None,
+            present: None,
+            replace: false,
+            replacing: false,
+        }
+    }
+
     /// A file held whole that differs at the sender, which sends it whole to
     /// replace it (`recv --overwrite`): from now on it is received like any file,
     /// into its part file, and put in place over the one here. Called by its

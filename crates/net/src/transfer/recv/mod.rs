@@ -615,29 +615,7 @@ mod tests {
 
     /// Files of `sizes` bytes received with nothing written (`discard`).
     fn files(sizes: &[u64]) -> Mutex<Vec<Incoming>> {
-        Mutex::new(
-            sizes
-                .iter()
-                .map(|&size| Incoming {
-                    place: None,
-                    shown: String::new(),
-                    journaled: false,
-                    open: None,
-                    size,
-                    mode: 0o644,
-                    received: 0,
-                    hashes: BTreeMap::new(),
-                    kept: HashSet::new(),
-                    assembling: BTreeMap::new(),
-                    refetched: 0,
-                    discard: true,
-                    mtime: None,
-                    present: None,
-                    replace: false,
-                    replacing: false,
-                })
-                .collect(),
-        )
+        Mutex::new(sizes.iter().map(|&s| Incoming::discarded(s)).collect())
     }
 
     /// Stores `len` bytes at `offset` of file `file`, with a good trailer.

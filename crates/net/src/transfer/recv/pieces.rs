@@ -138,7 +138,6 @@ pub(super) fn store_piece(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::{BTreeMap, HashSet};
     use std::sync::atomic::{AtomicU64, AtomicUsize};
 
     const KEY: [u8; 32] = [9; 32];
@@ -146,24 +145,7 @@ mod tests {
     /// One file of `size` bytes in 100-byte blocks, checked and not written, with
     /// room to gather `max` blocks at once.
     fn setup(size: u64, max: usize) -> (Mutex<Vec<Incoming>>, Sink) {
-        let f = Incoming {
-            place: None,
-            shown: String::new(),
-            journaled: false,
-            open: None,
-            size,
-            mode: 0o644,
-            received: 0,
-            hashes: BTreeMap::new(),
-            kept: HashSet::new(),
-            assembling: BTreeMap::new(),
-            refetched: 0,
-            discard: true,
-            mtime: None,
-            present: None,
-            replace: false,
-            replacing: false,
-        };
+        let f = Incoming::discarded(size);
         let sink = Sink {
             block_size: 100,
             block_key: KEY,

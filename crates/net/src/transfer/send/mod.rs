@@ -294,15 +294,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
         lanes: (0..opts.concurrency).map(|_| Lane::default()).collect(),
         files: sizes
             .iter()
-            .map(|&s| FileState {
-                hashes: vec![[0u8; 32]; s.div_ceil(u64::from(opts.block_size)) as usize],
-                hashed: 0,
-                changed: vec![],
-                stamp: None,
-                done: None,
-                modified: false,
-                replaced: false,
-            })
+            .map(|&s| FileState::new(s.div_ceil(u64::from(opts.block_size)) as usize))
             .collect(),
         sizes: sizes.clone(),
         block_size: opts.block_size,

@@ -43,6 +43,21 @@ pub(super) struct FileState {
     pub(super) replaced: bool,
 }
 
+impl FileState {
+    /// A file of `blocks` blocks, none hashed yet.
+    pub(super) fn new(blocks: usize) -> Self {
+        FileState {
+            hashes: vec![[0; 32]; blocks],
+            hashed: 0,
+            changed: vec![],
+            stamp: None,
+            done: None,
+            modified: false,
+            replaced: false,
+        }
+    }
+}
+
 /// A group of channels working on one file at a time.
 #[derive(Default)]
 pub(super) struct Lane {
@@ -328,15 +343,7 @@ mod tests {
         Sched {
             next_file: 0,
             lanes: vec![Lane::default()],
-            files: vec![FileState {
-                hashes: vec![[0; 32]; blocks as usize],
-                hashed: 0,
-                changed: vec![],
-                stamp: None,
-                done: None,
-                modified: false,
-                replaced: false,
-            }],
+            files: vec![FileState::new(blocks as usize)],
             sizes: vec![blocks * block_size],
             block_size: block_size as u32,
             pipelining: true,

@@ -556,7 +556,8 @@ impl ChannelJob {
                 }
                 Next::Done => break,
                 Next::Wait => {
-                    // Keep the channel going while the receiver confirms.
+                    // Keep the channel going while the receiver confirms, or
+                    // while another channel reads a block to split.
                     s.idle(Duration::from_millis(1))?;
                     continue;
                 }

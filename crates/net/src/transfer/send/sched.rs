@@ -159,7 +159,8 @@ pub(super) enum Next {
     Block(BlockRepr, Option<[u8; 32]>, bool, u32),
     /// Send this piece of a block another channel read.
     Piece(Piece),
-    /// Wait for the receiver to confirm the lane's last file, then ask again.
+    /// Wait for the receiver to confirm the lane's last file, or for the pieces
+    /// of a block another channel is reading, then ask again.
     Wait,
     /// Nothing is left for this lane.
     Done,

@@ -105,11 +105,30 @@ pub struct RecvArgs {
     /// 9000` for jumbo frames.
     #[arg(long, default_value_t = 1500)]
     mss: u32,
+    /// UDT's receive buffer per channel, packets (UDT4's 8192 by default: 12 MB,
+    /// which bounds a channel to its buffer per round trip, 477 Mb/s at 200 ms).
+    /// Raise it at both ends for few channels on a long fast path; counted by
+    /// --memory-cap.
+    #[arg(long, default_value_t = UDT_BUFFER, value_name = "PACKETS")]
+    udt_buffer: u32,
     #[command(flatten)]
     token: TokenArgs,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// UDT4's buffers, packets: the default of `--udt-buffer`.
+const UDT_BUFFER: u32 = 8192;
+
+/// `--udt-buffer`, on either end.
+fn check_udt_buffer(packets: u32) -> Result<(), Failure> {
+    if !(32..=1 << 20).contains(&packets) {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--udt-buffer {packets}: must be 32 to 1048576 packets (8192, 12 MB, unless set)"
+        )));
+    }
+    Ok(())
 }
 
 /// `--mss`, on either end.
@@ -159,6 +178,11 @@ pub struct SendArgs {
     /// UDT packet size, IP and UDP headers included.
     #[arg(long, default_value_t = 1500)]
     mss: u32,
+    /// UDT's send buffer per channel, packets (UDT4's 8192 by default: 12 MB, which
+    /// bounds a channel to its buffer per round trip, 477 Mb/s at 200 ms). Raise it
+    /// at both ends for few channels on a long fast path; counted by --memory-cap.
+    #[arg(long, default_value_t = UDT_BUFFER, value_name = "PACKETS")]
+    udt_buffer: u32,
     /// UDT's rate control. bbr-lh (default): BBR with longhaul's changes, which keeps
     /// a long lossy path full; bbr: Linux's BBR v1; bbr-v3: v1 with BBRv3's 2 % loss
     /// bound; udt: UDT4's native control, which slows down on random loss; ar-udt:
@@ -202,6 +226,7 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     })?;
     let memory_cap = memory_cap(&a.memory_cap)?;
     check_mss(a.mss)?;
+    check_udt_buffer(a.udt_buffer)?;
     let data_ports = a.data_ports.as_deref().map(data_ports).transpose()?;
     let opts = RecvOptions {
         memory_cap,
@@ -214,6 +239,10 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         udt: UdtConnConfig {
             nak_report: NakReport::Periodic,
             mss: a.mss,
+            rcv_buf_pkts: a.udt_buffer,
+            snd_buf_pkts: a.udt_buffer,
+            // UDT4's flight flag: the peer's window cap, at least the buffer.
+            flight_flag_size: a.udt_buffer.max(UdtConnConfig::default().flight_flag_size),
             ..UdtConnConfig::default()
         },
         encrypt: !a.token.no_encryption,
@@ -365,6 +394,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     }
     let total_channels = total_channels as u16;
     check_mss(a.mss)?;
+    check_udt_buffer(a.udt_buffer)?;
     let max_bw_bps = match &a.rate_limit {
         None => None,
         Some(_) if a.transport == "tcp" => {
@@ -402,6 +432,9 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             mss: a.mss,
             rate_control,
             max_bw_bps,
+            rcv_buf_pkts: a.udt_buffer,
+            snd_buf_pkts: a.udt_buffer,
+            flight_flag_size: a.udt_buffer.max(UdtConnConfig::default().flight_flag_size),
             ..UdtConnConfig::default()
         },
         progress: Some(progress.clone()),

@@ -1091,6 +1091,31 @@ fn send_and_recv_over_loopback() {
             stderr(&o)
         );
     }
+    for packets in ["16", "2000000", "many"] {
+        for side in [
+            &[
+                "recv",
+                "--token-file",
+                "tok",
+                "--udt-buffer",
+                packets,
+                "dst7",
+            ][..],
+            &[
+                "send",
+                "--token-file",
+                "tok",
+                "--udt-buffer",
+                packets,
+                "tok",
+                "127.0.0.1",
+            ][..],
+        ] {
+            let o = longhaul(side, dir.path());
+            assert_eq!(o.status.code(), Some(2), "{packets}: {}", stderr(&o));
+            assert!(stderr(&o).contains("--udt-buffer"), "{}", stderr(&o));
+        }
+    }
     // Memory to memory: a generated stream to a receiver that writes nothing.
     let (recv, addr, _) = serve("--discard");
     let before = std::fs::read_dir(dir.path()).unwrap().count();

@@ -109,7 +109,7 @@ pub struct RecvArgs {
     /// which bounds a channel to its buffer per round trip, 477 Mb/s at 200 ms).
     /// Raise it at both ends for few channels on a long fast path; counted by
     /// --memory-cap.
-    #[arg(long, default_value_t = UDT_BUFFER, value_name = "PACKETS")]
+    #[arg(long, default_value_t = UdtConnConfig::default().rcv_buf_pkts, value_name = "PACKETS")]
     udt_buffer: u32,
     #[command(flatten)]
     token: TokenArgs,
@@ -118,17 +118,21 @@ pub struct RecvArgs {
     json: bool,
 }
 
-/// UDT4's buffers, packets: the default of `--udt-buffer`.
-const UDT_BUFFER: u32 = 8192;
-
-/// `--udt-buffer`, on either end.
-fn check_udt_buffer(packets: u32) -> Result<(), Failure> {
+/// `--udt-buffer` (checked) over `cfg`: UDT's send and receive buffers, and the
+/// flight flag (UDT4's cap on the peer's window) at least as large.
+fn udt_buffers(cfg: UdtConnConfig, packets: u32) -> Result<UdtConnConfig, Failure> {
     if !(32..=1 << 20).contains(&packets) {
         return Err(Failure::input(anyhow::anyhow!(
-            "--udt-buffer {packets}: must be 32 to 1048576 packets (8192, 12 MB, unless set)"
+            "--udt-buffer {packets}: must be 32 to 1048576 packets ({}, UDT4's, unless set)",
+            UdtConnConfig::default().rcv_buf_pkts
         )));
     }
-    Ok(())
+    Ok(UdtConnConfig {
+        rcv_buf_pkts: packets,
+        snd_buf_pkts: packets,
+        flight_flag_size: packets.max(cfg.flight_flag_size),
+        ..cfg
+    })
 }
 
 /// `--mss`, on either end.
@@ -181,7 +185,7 @@ pub struct SendArgs {
     /// UDT's send buffer per channel, packets (UDT4's 8192 by default: 12 MB, which
     /// bounds a channel to its buffer per round trip, 477 Mb/s at 200 ms). Raise it
     /// at both ends for few channels on a long fast path; counted by --memory-cap.
-    #[arg(long, default_value_t = UDT_BUFFER, value_name = "PACKETS")]
+    #[arg(long, default_value_t = UdtConnConfig::default().rcv_buf_pkts, value_name = "PACKETS")]
     udt_buffer: u32,
     /// UDT's rate control. bbr-lh (default): BBR with longhaul's changes, which keeps
     /// a long lossy path full; bbr: Linux's BBR v1; bbr-v3: v1 with BBRv3's 2 % loss
@@ -226,7 +230,6 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
     })?;
     let memory_cap = memory_cap(&a.memory_cap)?;
     check_mss(a.mss)?;
-    check_udt_buffer(a.udt_buffer)?;
     let data_ports = a.data_ports.as_deref().map(data_ports).transpose()?;
     let opts = RecvOptions {
         memory_cap,
@@ -236,15 +239,14 @@ pub fn recv(a: RecvArgs) -> Result<(), Failure> {
         overwrite: a.overwrite,
         // The draft's periodic NAK: UDT4 4.11's single NAK leaves each lost
         // retransmission to the sender's EXP timer (seconds on a lossy path).
-        udt: UdtConnConfig {
-            nak_report: NakReport::Periodic,
-            mss: a.mss,
-            rcv_buf_pkts: a.udt_buffer,
-            snd_buf_pkts: a.udt_buffer,
-            // UDT4's flight flag: the peer's window cap, at least the buffer.
-            flight_flag_size: a.udt_buffer.max(UdtConnConfig::default().flight_flag_size),
-            ..UdtConnConfig::default()
-        },
+        udt: udt_buffers(
+            UdtConnConfig {
+                nak_report: NakReport::Periodic,
+                mss: a.mss,
+                ..UdtConnConfig::default()
+            },
+            a.udt_buffer,
+        )?,
         encrypt: !a.token.no_encryption,
         // Strangers (connections that never authenticate) are said, escaped and
         // short, and the receiver serves on.
@@ -394,7 +396,6 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     }
     let total_channels = total_channels as u16;
     check_mss(a.mss)?;
-    check_udt_buffer(a.udt_buffer)?;
     let max_bw_bps = match &a.rate_limit {
         None => None,
         Some(_) if a.transport == "tcp" => {
@@ -428,15 +429,15 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             Transport::Udt
         },
         block_size,
-        udt: UdtConnConfig {
-            mss: a.mss,
-            rate_control,
-            max_bw_bps,
-            rcv_buf_pkts: a.udt_buffer,
-            snd_buf_pkts: a.udt_buffer,
-            flight_flag_size: a.udt_buffer.max(UdtConnConfig::default().flight_flag_size),
-            ..UdtConnConfig::default()
-        },
+        udt: udt_buffers(
+            UdtConnConfig {
+                mss: a.mss,
+                rate_control,
+                max_bw_bps,
+                ..UdtConnConfig::default()
+            },
+            a.udt_buffer,
+        )?,
         progress: Some(progress.clone()),
         encrypt: !a.token.no_encryption,
         ..SendOptions::new(paths, dest, &token)

@@ -118,11 +118,12 @@ pub struct LhChanges {
     /// keeps a standing queue of a third of its RTT, for under 1 % more goodput at
     /// 200 ms.
     pub pacing_margin: f64,
-    /// ProbeBW's window gain (v1: 2, two BDPs). Several flows on one
+    /// ProbeBW's window gain (v1: 2, two BDPs). Several TCP flows on one
     /// bottleneck each overestimate their share (each one's max filter holds the
     /// rates it saw while the others drained), and the window, not the pacing,
     /// then sets how much they queue: with two BDPs each, up to a BDP stands in
-    /// the queue.
+    /// the queue. (Several UDT flows are held by their pacing instead:
+    /// docs/bbr.md.)
     pub cwnd_gain: f64,
 }
 

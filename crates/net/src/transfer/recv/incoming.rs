@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 
 use longhaul_proto::transfer::BlockRepr;
@@ -276,9 +276,8 @@ pub(super) struct Sink {
     pub(super) stored: AtomicU64,
     /// [`Hooks::pause_before_write`](super::Hooks).
     pub(super) pause_before_write: std::time::Duration,
-    /// Blocks being gathered from pieces, and the most there may be at once (the
-    /// session's channels).
-    pub(super) assemblies: AtomicUsize,
+    /// The most blocks gathered from pieces at once, in all files (the session's
+    /// channels).
     pub(super) max_assemblies: usize,
 }
 
@@ -360,10 +359,8 @@ pub(super) fn store(
             )));
         }
         f.hashes.insert(b.offset, hash);
-        if f.assembling.remove(&b.offset).is_some() {
-            // Its pieces are not needed now.
-            sink.assemblies.fetch_sub(1, Ordering::Relaxed);
-        }
+        // Its pieces, if any were gathered, are not needed now.
+        f.assembling.remove(&b.offset);
         if f.discard {
             None
         } else {

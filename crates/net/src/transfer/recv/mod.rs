@@ -642,7 +642,6 @@ mod tests {
             block_key: [9; 32],
             stored: AtomicU64::new(0),
             pause_before_write: pause,
-            assemblies: std::sync::atomic::AtomicUsize::new(0),
             max_assemblies: 4,
         };
         let trailer = *blake3::keyed_hash(&sink.block_key, &data).as_bytes();

@@ -9,8 +9,6 @@
 //! refused, so a stranger's pieces could not take memory even if one got past
 //! the ticket.
 
-use std::collections::btree_map::Entry;
-use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Mutex};
 
 use longhaul_proto::transfer::BlockRepr;
@@ -72,6 +70,13 @@ pub(super) fn store_piece(
     let start = p.offset - p.offset % block_size;
     let (block, data) = {
         let mut all = incoming.lock().expect("no panics hold it");
+        // Blocks being gathered now, in all files: counted only when this piece
+        // would start another.
+        let gathering = |all: &[Incoming]| all.iter().map(|f| f.assembling.len()).sum::<usize>();
+        let starts_one = all
+            .get(p.file as usize)
+            .is_some_and(|f| !f.assembling.contains_key(&start));
+        let full = starts_one && gathering(&all) >= sink.max_assemblies;
         let f = all
             .get_mut(p.file as usize)
             .filter(|f| p.offset < f.size && p.end() <= f.size.min(start + block_size))
@@ -98,19 +103,16 @@ pub(super) fn store_piece(
             let _ = events.send(Event::Corrupt(block.file, block.offset, block.len));
             return Ok(());
         }
-        let a = match f.assembling.entry(start) {
-            Entry::Occupied(e) => e.into_mut(),
-            Entry::Vacant(v) => {
-                if sink.assemblies.fetch_add(1, Ordering::Relaxed) >= sink.max_assemblies {
-                    sink.assemblies.fetch_sub(1, Ordering::Relaxed);
-                    return Err(TransferError::Protocol(format!(
-                        "pieces of more than {} blocks at once (one per channel)",
-                        sink.max_assemblies
-                    )));
-                }
-                v.insert(Assembly::new(block.len))
-            }
-        };
+        if full {
+            return Err(TransferError::Protocol(format!(
+                "pieces of more than {} blocks at once (one per channel)",
+                sink.max_assemblies
+            )));
+        }
+        let a = f
+            .assembling
+            .entry(start)
+            .or_insert_with(|| Assembly::new(block.len));
         if !a.put((p.offset - start) as u32, data) {
             return Err(TransferError::Protocol(format!(
                 "piece {p:?} overlaps another piece of its block"
@@ -120,7 +122,6 @@ pub(super) fn store_piece(
             return Ok(());
         }
         let a = f.assembling.remove(&start).expect("just put");
-        sink.assemblies.fetch_sub(1, Ordering::Relaxed);
         (block, a.data)
     };
     let hash = blake3::keyed_hash(&sink.block_key, &data);
@@ -138,7 +139,7 @@ pub(super) fn store_piece(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicU64, AtomicUsize};
+    use std::sync::atomic::AtomicU64;
 
     const KEY: [u8; 32] = [9; 32];
 
@@ -151,7 +152,6 @@ mod tests {
             block_key: KEY,
             stored: AtomicU64::new(0),
             pause_before_write: std::time::Duration::ZERO,
-            assemblies: AtomicUsize::new(0),
             max_assemblies: max,
         };
         (Mutex::new(vec![f]), sink)
@@ -204,7 +204,6 @@ mod tests {
             let whole = *blake3::keyed_hash(&KEY, &bytes(o, len)).as_bytes();
             assert_eq!(f.hashes[&o], whole, "block {o}");
         }
-        assert_eq!(sink.assemblies.load(Ordering::Relaxed), 0);
         drop(all);
         drop(events);
         let written = rx.iter().filter(|e| matches!(e, Event::Written(0))).count();
@@ -258,7 +257,6 @@ mod tests {
             Arrival::Resent,
         )
         .unwrap();
-        assert_eq!(sink.assemblies.load(Ordering::Relaxed), 1, "only block 0's");
         piece(&incoming, &events, &sink, (150, 50)).unwrap();
         let all = incoming.lock().unwrap();
         assert_eq!(all[0].received, 100);

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use rustix::fs::OFlags;
@@ -142,6 +142,9 @@ pub(super) fn prepare(
             let (parent, name) = f.path.rsplit_once('/').unwrap_or(("", &f.path));
             let dir = match &folder {
                 Some((p, d)) if *p == parent => d.clone(),
+                // The destination itself, held already (and known as such when
+                // its files are committed: `Session::commit`).
+                _ if parent.is_empty() => Arc::clone(root),
                 _ => {
                     let parts: Vec<&str> = parent.split('/').filter(|c| !c.is_empty()).collect();
                     let d = root
@@ -228,7 +231,6 @@ pub(super) fn prepare(
         block_key,
         stored: AtomicU64::new(0),
         pause_before_write: opts.hooks.pause_before_write,
-        assemblies: AtomicUsize::new(0),
         max_assemblies: usize::from(channels),
     });
     let prepared = (|| -> Result<_, TransferError> {

@@ -332,8 +332,11 @@ impl Session {
     /// also flushes whatever else is dirty on the file system, such as a build's
     /// output or another program's writes, and that took 0.1-4.3 s after a 100 MB
     /// transfer on a machine that was building (`crates/cli/tests/emu.rs`).
+    /// Only files directly in the destination go one by one: a folder made for
+    /// the session would need its own entry made durable too, which `syncfs`
+    /// covers and an fsync of the file's folder does not.
     pub(super) fn commit(&mut self) -> Result<usize, TransferError> {
-        let one_by_one = self.batch.len() <= FSYNC_FILES;
+        let one_by_one = self.batch.len() <= FSYNC_FILES && self.all_in_root(&self.batch);
         if !one_by_one {
             self.sync()?;
         }
@@ -374,21 +377,27 @@ impl Session {
         }
     }
 
-    /// Makes the renames of `placed` files last: an fsync of each of their
-    /// folders, once each.
-    fn sync_folders(&self, placed: &[usize]) -> Result<(), TransferError> {
+    /// Whether every one of `files` that is written goes directly into the
+    /// destination folder (the one the receiver was given, there before the
+    /// session).
+    fn all_in_root(&self, files: &[usize]) -> bool {
         let all = self.incoming.lock().expect("no panics hold it");
-        let mut done: Vec<&Arc<DirHandle>> = vec![];
-        for p in placed.iter().filter_map(|&i| all[i].place.as_ref()) {
-            if done.iter().any(|d| Arc::ptr_eq(d, &p.dir)) {
-                continue;
-            }
-            p.dir
+        files.iter().all(|&i| match (&all[i].place, &self.root) {
+            (None, _) => true,
+            (Some(p), Some(root)) => Arc::ptr_eq(&p.dir, root),
+            (Some(_), None) => false,
+        })
+    }
+
+    /// Makes the renames of `placed` files last: an fsync of the destination
+    /// folder, which holds them all ([`Self::all_in_root`]).
+    fn sync_folders(&self, placed: &[usize]) -> Result<(), TransferError> {
+        match &self.root {
+            Some(root) if !placed.is_empty() => root
                 .fsync()
-                .map_err(TransferError::io(p.dir.shown(".").display().to_string()))?;
-            done.push(&p.dir);
+                .map_err(TransferError::io(root.shown(".").display().to_string())),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Flushes the receiving file system (nothing, when nothing is written).

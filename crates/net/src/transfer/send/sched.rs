@@ -6,7 +6,7 @@
 //! run out, each channel is somewhere in its last block, and a channel that took
 //! its last block late, or was slowed by its losses, held the file's tail up to a
 //! block-time after the others. So the last blocks of the last file (one per
-//! channel of its lane) are each split into a piece per channel: the channel that
+//! channel of its lane) are each split into two pieces per channel: the channel that
 //! takes such a block reads and hashes it whole (its hash goes into the digest)
 //! and sends the first piece, and the other pieces go to whichever channels ask
 //! next, ahead of any block. A slowed channel then holds at most a piece
@@ -134,8 +134,8 @@ pub(super) struct Piece {
 /// A split block's pieces per channel of its lane.
 pub(super) const PIECES_PER_CHANNEL: u32 = 2;
 
-/// The smallest piece a block is split into: below it a piece's framing and
-/// the hashing of the block whole would cost more than the tail it saves.
+/// The smallest piece a block is split into (a choice, not a measurement): the
+/// short last blocks of small files go whole.
 pub(super) const MIN_PIECE: u32 = 64 << 10;
 
 /// The pieces block `b` is split into, `k` of them, of equal length but the last.

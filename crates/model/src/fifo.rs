@@ -425,11 +425,12 @@ impl Direction {
             return Verdict::Overflow;
         }
         let end = self.enqueue(now, len);
-        let imp = self.impair.apply(end, self.delay_ns);
+        let wire = self.wire_ns(len);
+        let imp = self.impair.apply(end, self.delay_ns, wire);
         let copy = if imp.duplicate && self.fits(len) {
             // The copy takes its own turn on the link, right behind the original.
             let end2 = self.enqueue(now, len);
-            let at = (end2 + self.delay_ns).max(imp.exit);
+            let at = (end2 + self.delay_ns).max(imp.exit + wire);
             if !imp.held {
                 self.impair.hold_floor(at);
             }
@@ -454,6 +455,15 @@ impl Direction {
 
     /// Books the link for `len` bytes arriving at `now` and queues them; returns
     /// when their last bit is out.
+    /// A packet's time on the wire at the current constant rate; 0 on a trace,
+    /// whose opportunities deliver several packets at one instant (as mahimahi).
+    fn wire_ns(&self, len: u64) -> u64 {
+        match &self.server {
+            Server::Constant { rate, .. } => rate.tx_time_nanos(len),
+            Server::Trace { .. } => 0,
+        }
+    }
+
     fn enqueue(&mut self, now: u64, len: u64) -> u64 {
         let end = self.serialise(now, len);
         self.backlog.push_back((end, len as u32));

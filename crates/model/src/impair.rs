@@ -181,7 +181,9 @@ impl Impairer {
 
     /// A packet that finished serialisation at `serialised` would, unimpaired,
     /// leave at `serialised + delay`: when does it leave, and is it copied?
-    pub fn apply(&mut self, serialised: u64, delay: u64) -> Impaired {
+    /// `wire` is its time on the wire at the link's rate (0 where the link has no
+    /// one rate, as a trace).
+    pub fn apply(&mut self, serialised: u64, delay: u64, wire: u64) -> Impaired {
         let base = serialised + delay;
         let mut exit = base;
         if let Some(j) = self.cfg.jitter {
@@ -207,9 +209,13 @@ impl Impairer {
             exit = (base as f64 + extra).max(serialised as f64) as u64;
         }
         // Unless jitter may reorder, no packet overtakes one ahead of it (which a
-        // shorter delay after a schedule step could otherwise do).
-        if !self.cfg.jitter.is_some_and(|j| j.reorder) {
-            exit = exit.max(self.fifo_floor);
+        // shorter delay after a schedule step could otherwise do). Nor does it
+        // leave in the same instant: packets that jitter bunches behind a late one
+        // leave one wire-time apart, as from the queue that held them. Packets
+        // due at one nanosecond would otherwise leave as fast as the emulator can
+        // write, and its lateness would measure that burst, not its timer.
+        if !self.cfg.jitter.is_some_and(|j| j.reorder) && self.fifo_floor > 0 {
+            exit = exit.max(self.fifo_floor + wire);
         }
         let held = self
             .cfg
@@ -255,7 +261,7 @@ mod tests {
         let mut imp = Impairer::new(cfg, 1, 0);
         let n = 100_000u64;
         let d: Vec<f64> = (0..n)
-            .map(|i| (imp.apply(i * 1_000_000, 20_000_000).exit - i * 1_000_000) as f64)
+            .map(|i| (imp.apply(i * 1_000_000, 20_000_000, 0).exit - i * 1_000_000) as f64)
             .collect();
         let mean = d.iter().sum::<f64>() / n as f64;
         let sd = (d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64).sqrt();
@@ -273,12 +279,25 @@ mod tests {
             ..Default::default()
         };
         let mut imp = Impairer::new(cfg, 2, 0);
-        let mut last = 0;
+        // 100 µs apart on a link where each packet takes 40 µs on the wire: the
+        // jitter bunches packets behind late ones, and they leave 40 µs apart.
+        let wire = 40_000;
+        let mut last = None;
+        let mut bunched = 0;
         for i in 0..10_000u64 {
-            let e = imp.apply(i * 100_000, 10_000_000).exit;
-            assert!(e >= last && e >= i * 100_000);
-            last = e;
+            let e = imp.apply(i * 100_000, 10_000_000, wire).exit;
+            assert!(e >= i * 100_000);
+            if let Some(l) = last {
+                assert!(
+                    e >= l + wire,
+                    "packet {i} left {} ns after the one ahead",
+                    e - l
+                );
+                bunched += u32::from(e == l + wire);
+            }
+            last = Some(e);
         }
+        assert!(bunched > 1000, "the jitter bunched only {bunched} packets");
     }
 
     #[test]
@@ -292,7 +311,7 @@ mod tests {
         let n = 50_000u64;
         let mut held = 0;
         for i in 0..n {
-            let r = imp.apply(i * 100_000, 0);
+            let r = imp.apply(i * 100_000, 0, 0);
             if r.held {
                 held += 1;
                 assert_eq!(r.exit, i * 100_000 + 1_000_000);
@@ -337,7 +356,7 @@ mod tests {
         let run = |seed| {
             let mut imp = Impairer::new(cfg, seed, 0);
             (0..100)
-                .map(|i| imp.apply(i * 1000, 5_000_000))
+                .map(|i| imp.apply(i * 1000, 5_000_000, 0))
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(4), run(4));

@@ -75,6 +75,33 @@ plots = false
     );
 }
 
+/// The trace's in-flight count is what was sent and not acknowledged, not the send
+/// buffer (which a bulk writer keeps full: 8192 packets, 11.9 MB, here). The path
+/// holds its BDP (83 packets of 1500 bytes at 100 Mb/s x 10 ms) and as much again in
+/// its 1-BDP queue, so in flight stays below 4 x 2 BDP at every row and, once the flow
+/// runs, averages at least half a BDP.
+#[test]
+fn the_trace_counts_in_flight_what_was_sent_and_not_acknowledged() {
+    let text = one_flow("", 0.0, "10s").replace(
+        "plots = false",
+        "plots = false\ntrace = true\ntrace_interval = \"10ms\"",
+    );
+    let r = common::run(&text);
+    let bdp = 100e6 / 8.0 * 0.010;
+    let rows: Vec<_> = r.trace.iter().filter(|t| t.time_s >= 5.0).collect();
+    assert!(!rows.is_empty());
+    for t in &r.trace {
+        assert!(
+            (t.in_flight_bytes as f64) < 8.0 * bdp,
+            "{} bytes in flight at {} s",
+            t.in_flight_bytes,
+            t.time_s
+        );
+    }
+    let mean = rows.iter().map(|t| t.in_flight_bytes as f64).sum::<f64>() / rows.len() as f64;
+    assert!(mean >= 0.5 * bdp, "mean in flight {mean} bytes");
+}
+
 /// AR-UDT with every PktSPW factor 1 is UDT: the same run gives the same trace and
 /// the same bytes.
 #[test]

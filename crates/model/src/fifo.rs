@@ -453,8 +453,6 @@ impl Direction {
         }
     }
 
-    /// Books the link for `len` bytes arriving at `now` and queues them; returns
-    /// when their last bit is out.
     /// A packet's time on the wire at the current constant rate; 0 on a trace,
     /// whose opportunities deliver several packets at one instant (as mahimahi).
     fn wire_ns(&self, len: u64) -> u64 {
@@ -464,6 +462,8 @@ impl Direction {
         }
     }
 
+    /// Books the link for `len` bytes arriving at `now` and queues them; returns
+    /// when their last bit is out.
     fn enqueue(&mut self, now: u64, len: u64) -> u64 {
         let end = self.serialise(now, len);
         self.backlog.push_back((end, len as u32));

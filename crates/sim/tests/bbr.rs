@@ -163,8 +163,8 @@ fn linux_rto_has_no_spurious_timeouts_on_a_long_path() {
 /// flows' standing queue: four on one bottleneck (1 Gb/s, RTT 100 ms, 1 BDP, 60 s,
 /// starting 0.5 s apart, seed 1) queue a mean of 4991 packets (60 ms) with v1's two
 /// BDPs and 2589 (31 ms) with 1.25, with 192 k and 79 k drops, Jain 0.81 and 0.98.
-/// Four `bbr-lh` UDT flows are not window-limited (their pacing holds the queue) and
-/// do not move with it (docs/bbr.md); one `bbr-lh` UDT flow loses 59 Mb/s at 200 ms
+/// Four `bbr-lh` UDT flows do not move with it (each one's bandwidth estimate stands
+/// near the link's rate, docs/bbr.md); one `bbr-lh` UDT flow loses 59 Mb/s at 200 ms
 /// with 1e-4 loss at 1.25, so `bbr-lh` keeps two.
 #[test]
 fn a_smaller_window_gain_shrinks_four_tcp_bbr_flows_standing_queue() {

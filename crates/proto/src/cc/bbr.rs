@@ -122,8 +122,8 @@ pub struct LhChanges {
     /// bottleneck each overestimate their share (each one's max filter holds the
     /// rates it saw while the others drained), and the window, not the pacing,
     /// then sets how much they queue: with two BDPs each, up to a BDP stands in
-    /// the queue. (Several UDT flows are held by their pacing instead:
-    /// docs/bbr.md.)
+    /// the queue. (Several UDT flows do not move with it: each one's estimate
+    /// stands near the link's rate, docs/bbr.md.)
     pub cwnd_gain: f64,
 }
 

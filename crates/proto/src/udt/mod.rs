@@ -693,6 +693,11 @@ impl UdtConnection {
     pub fn unacked_pkts(&self) -> usize {
         self.snd_buf.len()
     }
+    /// Packets sent and not yet acknowledged (the written ones less those never
+    /// sent).
+    pub fn in_flight_pkts(&self) -> usize {
+        self.snd_next.saturating_sub(self.snd_last_ack) as usize
+    }
     /// Packets written and never sent yet (what a writer has queued ahead of the
     /// rate control; retransmissions waiting are not counted).
     pub fn unsent_pkts(&self) -> usize {

@@ -53,10 +53,7 @@ impl Simulation {
                     cwnd_bytes: (c.cwnd_pkts() * c.payload_size() as f64) as u64,
                     ssthresh_bytes: u64::MAX,
                     srtt_ms: c.rtt_us() / 1e3,
-                    // Sent and not acknowledged: the send buffer also holds what
-                    // the application wrote ahead of the rate control.
-                    in_flight_bytes: ((c.unacked_pkts() - c.unsent_pkts()) * c.payload_size())
-                        as u64,
+                    in_flight_bytes: (c.in_flight_pkts() * c.payload_size()) as u64,
                     delivered_bytes: u.ends[1].delivered_bytes(),
                     send_period_us: c.pkt_snd_period_us(),
                     recv_rate_pps: c.peer_rates_pps().0,

@@ -355,7 +355,7 @@ impl Session {
         // Files put in place before a failure are confirmed all the same (a new
         // session would find them there and refuse to replace them).
         let synced = if one_by_one {
-            self.sync_folders(&placed)
+            self.sync_root(&placed)
         } else {
             self.sync()
         };
@@ -391,7 +391,7 @@ impl Session {
 
     /// Makes the renames of `placed` files last: an fsync of the destination
     /// folder, which holds them all ([`Self::all_in_root`]).
-    fn sync_folders(&self, placed: &[usize]) -> Result<(), TransferError> {
+    fn sync_root(&self, placed: &[usize]) -> Result<(), TransferError> {
         match &self.root {
             Some(root) if !placed.is_empty() => root
                 .fsync()

@@ -1491,9 +1491,12 @@ fn progress_counts_what_the_receiver_stored() {
 
 /// The last blocks go in pieces (issue 34's tail): of a file of ten 256 KiB
 /// blocks sent on 4 channels, the last four are split into four 64 KiB pieces
-/// each, which together cover those blocks exactly once and are sent by more
-/// than one channel; the file arrives whole, over UDT and over TCP, with 2 %
-/// loss on UDT.
+/// each, which together cover those blocks exactly once, each sent by one of the
+/// session's channels; the file arrives whole, over UDT and over TCP, with 2 %
+/// loss on UDT. Which channels send them is timing: a piece goes to whichever
+/// channel asks next, and on loopback one fast channel may ask for them all (a CI
+/// run saw it), so how evenly the tail spreads is held by the emulator test
+/// `bbr_lh_keeps_a_five_percent_loss_path_full`, not here.
 #[test]
 fn the_last_blocks_go_in_pieces_over_the_channels() {
     let src = tempfile::tempdir().unwrap();
@@ -1535,10 +1538,9 @@ fn the_last_blocks_go_in_pieces_over_the_channels() {
             at += len;
         }
         assert_eq!(at, 10 * (256 << 10), "{transport:?}: {pieces:?}");
-        let channels: std::collections::BTreeSet<usize> = pieces.iter().map(|p| p.2).collect();
         assert!(
-            channels.len() > 1,
-            "{transport:?}: one channel sent every piece"
+            pieces.iter().all(|p| p.2 < 4),
+            "{transport:?}: a piece on a channel the session does not have: {pieces:?}"
         );
     }
 }

@@ -14,7 +14,7 @@ use longhaul_proto::{Bandwidth, Duration as PDuration};
 mod common;
 use common::*;
 
-const TRIES: u32 = 3;
+const TRIES: u32 = 5;
 
 fn link(mbps: u64, delay_ms: u64, seed: u64) -> EmuConfig {
     EmuConfig::symmetric(

@@ -8,7 +8,7 @@
 //! where they are checked.
 
 /// Runs per test before it fails for want of a valid one.
-const TRIES: u32 = 3;
+const TRIES: u32 = 5;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -16,35 +16,43 @@ pub type PacketId = u32;
 /// One simulated packet.
 ///
 /// Laid out for the cache: a packet is read cold wherever it arrives (it waited in
-/// a queue or on a wire since it was last touched), so its fields and the first 48
-/// header bytes share one 64-byte line, which holds the whole header of a data
-/// segment or an ACK without options. Unaligned and with the header first, a
-/// 112-byte packet spanned two or three lines and each arrival read two of them
-/// (`hdr_len` sat after the header).
+/// a queue or on a wire since it was last touched), so its fields and the first
+/// [`FIRST_LINE_HEADER`] header bytes share one 64-byte line, which holds the whole
+/// header of a TCP segment or ACK with the timestamps option (52 bytes: IPv4, TCP,
+/// 12 of option) and of a UDT data packet (44). Unaligned and with the header first,
+/// a 112-byte packet spanned two or three lines and each arrival read two of them
+/// (`hdr_len` sat after the header). With a 32-bit payload length the line held 51
+/// header bytes, and the last byte of every segment's timestamp echo fell in the
+/// second line: on a dumbbell of 1000 CUBIC flows, whose packets are all read cold,
+/// that one byte's line was the TCP receive path's hottest instruction.
 #[derive(Debug, Clone, Copy)]
 #[repr(C, align(64))]
 pub struct Packet {
     /// When the packet left its source (metadata for one-way delay, like an ns-3 tag).
     pub sent_at: Instant,
-    /// Payload bytes that follow the headers on the wire (not stored).
-    pub payload_len: u32,
+    /// Payload bytes that follow the headers on the wire (not stored): at most an
+    /// IPv4 datagram's 65 535 in all ([`payload_len`](Self::payload_len)).
+    payload: u16,
     /// Bytes of `hdr` in use.
     pub hdr_len: u8,
     /// IPv4 header and transport header, as on the wire.
     pub hdr: [u8; MAX_HEADER],
 }
 
-// The layout above: fields and 48 header bytes in the first line, two lines in all.
-const _: () = assert!(std::mem::offset_of!(Packet, hdr) + 48 <= 64);
+/// Header bytes that share the first cache line with a packet's fields.
+pub const FIRST_LINE_HEADER: usize = 64 - std::mem::offset_of!(Packet, hdr);
+
+// The layout above: fields and 52 header bytes in the first line, two lines in all.
+const _: () = assert!(FIRST_LINE_HEADER >= 52);
 const _: () = assert!(std::mem::size_of::<Packet>() == 128);
 
 impl Packet {
     /// No header, no payload, sent at `sent_at`.
-    fn empty(sent_at: Instant) -> Packet {
+    pub(crate) fn empty(sent_at: Instant) -> Packet {
         Packet {
             hdr: [0; MAX_HEADER],
             hdr_len: 0,
-            payload_len: 0,
+            payload: 0,
             sent_at,
         }
     }
@@ -55,12 +63,24 @@ impl Packet {
     #[inline]
     pub fn stamp(&mut self, now: Instant, hdr_len: u8, payload_len: u32) {
         self.hdr_len = hdr_len;
-        self.payload_len = payload_len;
+        self.set_payload_len(payload_len);
         self.sent_at = now;
+    }
+    /// Payload bytes that follow the headers on the wire.
+    #[inline]
+    pub fn payload_len(&self) -> u32 {
+        u32::from(self.payload)
+    }
+    /// Sets the payload length. An IPv4 datagram carries at most 65 535 bytes in
+    /// all, so every packet's fits; a longer one (a bug upstream) is clamped.
+    #[inline]
+    pub fn set_payload_len(&mut self, payload_len: u32) {
+        debug_assert!(payload_len <= u32::from(u16::MAX), "payload {payload_len}");
+        self.payload = payload_len.min(u32::from(u16::MAX)) as u16;
     }
     /// Length on the wire: headers and payload.
     pub fn wire_len(&self) -> u32 {
-        u32::from(self.hdr_len) + self.payload_len
+        u32::from(self.hdr_len) + self.payload_len()
     }
     /// The header bytes.
     pub fn header(&self) -> &[u8] {
@@ -109,7 +129,7 @@ impl PacketPool {
             Some(id) => {
                 let p = &mut self.slots[id as usize];
                 p.hdr_len = 0;
-                p.payload_len = 0;
+                p.payload = 0;
                 p.sent_at = now;
                 id
             }
@@ -158,7 +178,7 @@ impl PacketPool {
         let h = bytes.len().min(MAX_HEADER);
         p.hdr[..h].copy_from_slice(&bytes[..h]);
         p.hdr_len = h as u8;
-        p.payload_len = (bytes.len() - h) as u32;
+        p.set_payload_len((bytes.len() - h) as u32);
     }
     /// The whole datagram of a packet stored with [`set_whole`](Self::set_whole),
     /// with whatever the network rewrote in its header (a DiffServ mark) carried over.

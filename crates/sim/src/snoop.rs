@@ -450,12 +450,8 @@ mod tests {
     const MSS: u32 = 1000;
 
     fn seg(seq: u32) -> Packet {
-        let mut p = Packet {
-            hdr: [0; crate::packet::MAX_HEADER],
-            hdr_len: 40,
-            payload_len: MSS,
-            sent_at: Instant::ZERO,
-        };
+        let mut p = Packet::empty(Instant::ZERO);
+        p.stamp(Instant::ZERO, 40, MSS);
         let ip = Ipv4Repr {
             src_addr: longhaul_wire::Ipv4Address::new(10, 0, 0, 1),
             dst_addr: longhaul_wire::Ipv4Address::new(10, 0, 0, 2),

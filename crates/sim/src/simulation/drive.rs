@@ -95,7 +95,7 @@ impl Simulation {
             Flow::Udp(u) => {
                 let d = now.saturating_duration_since(p.sent_at).as_nanos() as u64;
                 u.recv_pkts += 1;
-                u.recv_bytes += u64::from(p.payload_len);
+                u.recv_bytes += u64::from(p.payload_len());
                 u.delay_sum_ns += u128::from(d);
                 u.delay_max_ns = u.delay_max_ns.max(d);
                 if let Some(prev) = u.last_delay_ns {
@@ -125,7 +125,7 @@ impl Simulation {
         let whole = self.carries_bytes::<E>(f);
         let r = E::record(&mut self.flows[f]).expect("the endpoint's flow");
         let p = self.pool.get(pkt);
-        E::arriving(r, side, now, p.payload_len);
+        E::arriving(r, side, now, p.payload_len());
         if whole {
             let bytes = &self.pool.whole(pkt)[off..];
             E::ends(r)[side].handle_datagram(now, bytes, bytes.len());
@@ -340,7 +340,7 @@ impl Simulation {
         let port = UDP_PORT + f as u16;
         udp_headers(&mut p.hdr, from, to, [port, port], payload_len, u.spec.dscp);
         p.hdr_len = IP_UDP as u8;
-        p.payload_len = payload_len as u32;
+        p.set_payload_len(payload_len as u32);
         u.sent_pkts += 1;
         let gap = match u.spec.arrivals {
             Arrivals::Cbr => u.mean_gap,

@@ -26,7 +26,7 @@ impl Simulation {
             return Role::Other;
         };
         let is_tcp_flow = |f: usize| matches!(self.flows.get(f), Some(Flow::Tcp(_)));
-        if p.payload_len > 0 {
+        if p.payload_len() > 0 {
             let Some(dst) = addr_node(p.dst_bits(), self.nodes.len()) else {
                 return Role::Other;
             };
@@ -38,7 +38,7 @@ impl Simulation {
                 return Role::Data {
                     flow,
                     seq: tcp.seq_number(),
-                    len: p.payload_len,
+                    len: p.payload_len(),
                 };
             }
         } else if self.links[from].params.wireless
@@ -174,7 +174,9 @@ impl Simulation {
         st.debt_ns += st.spec.snoop_cost.as_nanos() as u64;
         let node = st.spec.node;
         let id = self.pool.alloc(now);
-        *self.pool.get_mut(id) = crate::packet::Packet { sent_at: now, ..p };
+        let q = self.pool.get_mut(id);
+        *q = p;
+        q.sent_at = now;
         self.deliver(now, node, id);
     }
 

@@ -606,7 +606,7 @@ impl Simulation {
         m[2..4].copy_from_slice(&group.to_be_bytes());
         m[4..8].copy_from_slice(&file.to_be_bytes());
         p.hdr_len = (IP_UDP + 8) as u8;
-        p.payload_len = (bytes - IP_UDP - 8) as u32;
+        p.set_payload_len((bytes - IP_UDP - 8) as u32);
         debug_assert!(udp::HEADER_LEN + 8 <= bytes - 20);
         self.forward(now, node, dst, id);
     }

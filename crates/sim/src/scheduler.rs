@@ -280,7 +280,7 @@ impl Queue {
     }
 }
 
-/// The simulation's event list: the links' events and the rest, in two [`Queue`]s
+/// The simulation's event list: the links' events and the rest, in two queues
 /// (see the module notes), with one clock and one sequence.
 #[derive(Debug)]
 pub struct Scheduler {

@@ -72,7 +72,9 @@ impl Packet {
         u32::from(self.payload)
     }
     /// Sets the payload length. An IPv4 datagram carries at most 65 535 bytes in
-    /// all, so every packet's fits; a longer one (a bug upstream) is clamped.
+    /// all, and the scenario loader keeps every source within that (a TCP `mss` of at
+    /// most 65 000, a UDP `packet_size` or blast datagram of at most 65 535), so every
+    /// packet's fits; a longer one would be a bug upstream, caught in debug builds.
     #[inline]
     pub fn set_payload_len(&mut self, payload_len: u32) {
         debug_assert!(payload_len <= u32::from(u16::MAX), "payload {payload_len}");

@@ -49,9 +49,10 @@ use super::{HostTimers, Simulation, CONTROL_FLAG};
 /// --cc cubic --rtt-ms 100 --duration-s 10 --repeat 3 --flows N`), Intel Xeon
 /// (family 6, model 167), 2026-11-27, segments per wall-second cut through against
 /// not: N = 32, 4.35 M against 3.97 M; N = 64, 2.66 M against 3.93 M; N = 1000,
-/// 1.77 M against 2.89 M. The cliff between 32 and 64 streams is where a
-/// processor's hardware prefetcher loses track of the rings (Intel's follows 32
-/// streams). Every study's dumbbell has at most five pairs, so none changes.
+/// 1.77 M against 2.89 M. The cliff between 32 and 64 is likely where the
+/// processor's hardware prefetcher loses track of the rings (Intel documents its L2
+/// streamer as following 32 streams). Every study's dumbbell has at most five
+/// pairs, so none changes.
 pub(super) const FAN_OUT_MAX: usize = 32;
 
 impl Simulation {

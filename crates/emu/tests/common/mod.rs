@@ -223,11 +223,15 @@ pub fn valid_run<R>(tries: u32, mut attempt: impl FnMut() -> (EmuReport, R)) -> 
         if report.health.valid {
             return (report, r);
         }
-        seen.push(format!(
+        let why = format!(
             "run {i}: {:?} (host load {})",
             report.health.problems,
             host_load()
-        ));
+        );
+        // Said at once, so a test that passes on a later try still leaves a trace
+        // of how often its runs go invalid (`--nocapture`, or a CI log on failure).
+        eprintln!("invalid {why}");
+        seen.push(why);
     }
     panic!("no valid run in {tries} tries:\n{}", seen.join("\n"));
 }

@@ -282,26 +282,18 @@ impl Queue {
 
 /// The simulation's event list: the links' events and the rest, in two queues
 /// (see the module notes), with one clock and one sequence.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Scheduler {
     /// Link arrivals and transmitters freeing up.
     links: Queue,
     /// Every other event.
     rest: Queue,
-    /// The key of `rest`'s head, or `u128::MAX` when it is empty.
-    rest_min: u128,
     /// Whether the current event (the last [`peek_until`](Self::peek_until)
     /// returned) is the head of `links`.
     current_in_links: bool,
     seq: u64,
     now: Instant,
     executed: u64,
-}
-
-impl Default for Scheduler {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 /// Whether `event` belongs in the links' queue.
@@ -313,15 +305,7 @@ fn is_link_event(event: Event) -> bool {
 impl Scheduler {
     /// An empty scheduler at time zero.
     pub fn new() -> Self {
-        Scheduler {
-            links: Queue::default(),
-            rest: Queue::default(),
-            rest_min: u128::MAX,
-            current_in_links: false,
-            seq: 0,
-            now: Instant::ZERO,
-            executed: 0,
-        }
+        Self::default()
     }
 
     /// The time of the event being executed.
@@ -362,14 +346,7 @@ impl Scheduler {
             self.links.insert(key, event);
         } else {
             self.rest.insert(key, event);
-            self.rest_min = self.rest_min.min(key);
         }
-    }
-
-    /// Reads `rest_min` again after `rest`'s head left.
-    #[inline(always)]
-    fn rest_changed(&mut self) {
-        self.rest_min = self.rest.head().map_or(u128::MAX, |e| e.key);
     }
 
     /// Pops the next event at or before `until`, advancing the clock to it.
@@ -385,11 +362,10 @@ impl Scheduler {
     /// before scheduling anything else.
     #[inline(always)]
     pub fn peek_until(&mut self, until: Instant) -> Option<Event> {
-        // The rest's earliest key is kept beside it (`rest_min`), so the common case,
-        // a link event first, reads one queue.
-        let (head, in_links) = match self.links.head() {
-            Some(l) if l.key < self.rest_min => (l, true),
-            _ => (self.rest.head()?, false),
+        let (head, in_links) = match (self.links.head(), self.rest.head()) {
+            (Some(l), Some(r)) if r.key < l.key => (r, false),
+            (Some(l), _) => (l, true),
+            (None, r) => (r?, false),
         };
         if head.time() > until.as_nanos() {
             return None;
@@ -406,7 +382,6 @@ impl Scheduler {
             self.links.pop_head();
         } else {
             self.rest.pop_head();
-            self.rest_changed();
         }
     }
 
@@ -419,10 +394,7 @@ impl Scheduler {
         let key = key(time, self.seq);
         match (self.current_in_links, is_link_event(event)) {
             (true, true) => self.links.replace_head(key, event),
-            (false, false) => {
-                self.rest.replace_head(key, event);
-                self.rest_changed();
-            }
+            (false, false) => self.rest.replace_head(key, event),
             _ => {
                 self.pop_current();
                 self.insert(key, event);

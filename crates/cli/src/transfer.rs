@@ -193,6 +193,11 @@ pub struct SendArgs {
     /// the AR-UDT paper's. docs/bbr.md says when to choose which.
     #[arg(long, default_value = "bbr-lh", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
     cc: String,
+    /// Give each channel a BBR model of its own. By default a session's channels
+    /// share one (bbr, bbr-v3 and bbr-lh): to the path they are one flow, where as
+    /// separate flows they overshoot it together (docs/bbr.md, "Coupled channels").
+    #[arg(long)]
+    uncoupled: bool,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels
     /// (UDT4's UDT_MAXBW on each).
     #[arg(long)]
@@ -438,6 +443,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             },
             a.udt_buffer,
         )?,
+        couple: !a.uncoupled,
         progress: Some(progress.clone()),
         encrypt: !a.token.no_encryption,
         ..SendOptions::new(paths, dest, &token)

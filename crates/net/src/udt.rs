@@ -5,6 +5,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration as StdDuration;
 
+use longhaul_proto::cc::BbrGroup;
 use longhaul_proto::udt::{Direct, Event, State, UdtConnConfig, UdtConnection};
 use longhaul_proto::{Engine, Instant};
 use rand_core::{RngCore, SeedableRng};
@@ -18,6 +19,16 @@ use nix::sys::time::TimeSpec;
 use crate::arrivals::Arrivals;
 use crate::clock::Clock;
 use crate::secure::{PacketProtection, PACKET_OVERHEAD};
+
+/// The senders of one transfer's channels, one BBR model among them: the model and
+/// the clock they all read it by (a model's times must come from one clock).
+#[derive(Debug, Clone)]
+pub struct RateGroup {
+    /// The shared model.
+    pub model: BbrGroup,
+    /// The clock every member's connection runs on.
+    pub clock: Clock,
+}
 
 /// The driver blocks in the kernel only when the engine's next deadline is further
 /// than this; nearer deadlines are met by spinning.
@@ -413,6 +424,19 @@ impl UdtSocket {
         timeout: StdDuration,
         protect: Option<PacketProtection>,
     ) -> Result<Self, NetError> {
+        Self::connect_member(addr, cfg, timeout, protect, None)
+    }
+
+    /// [`connect_protected`](Self::connect_protected), the sender a member of
+    /// `group` if there is one: its BBR runs the group's model (see
+    /// [`BbrGroup`]), on the group's clock.
+    pub fn connect_member(
+        addr: SocketAddr,
+        cfg: UdtConnConfig,
+        timeout: StdDuration,
+        protect: Option<PacketProtection>,
+        group: Option<&RateGroup>,
+    ) -> Result<Self, NetError> {
         let cfg = room_for_protection(cfg, &protect);
         let bind: SocketAddr = if addr.is_ipv4() {
             "0.0.0.0:0".parse().expect("literal")
@@ -421,8 +445,11 @@ impl UdtSocket {
         };
         let (sock, buffers) = udp_socket(bind)?;
         sock.connect(addr)?;
-        let clock = Clock::new();
+        let clock = group.map_or_else(Clock::new, |g| g.clock);
         let mut conn = UdtConnection::new(cfg, clock.now());
+        if let Some(g) = group {
+            conn.join_rate_group(&g.model);
+        }
         conn.connect(clock.now());
         let mut s = UdtSocket::new(sock, addr, conn, clock, buffers);
         s.protect = protect;

@@ -426,6 +426,10 @@ pub struct TransferSpec {
     /// [`file_byte`]), which the receiver parses, reassembles and checks; otherwise
     /// only byte counts travel, as everywhere else in the simulator.
     pub content: bool,
+    /// Whether UDT channels whose control is BBR share one model, so that to the
+    /// path they are one flow ([`longhaul_proto::cc::BbrGroup`]), as `longhaul
+    /// send`'s do by default.
+    pub couple: bool,
 }
 
 /// Byte `offset` of file `file` in a transfer that carries content: a pattern that

@@ -181,13 +181,15 @@ impl DataChannel {
         cfg: longhaul_proto::udt::UdtConnConfig,
         timeout: Duration,
         mut seal: Seal,
+        group: Option<&crate::udt::RateGroup>,
     ) -> Result<Self, TransferError> {
         match t {
-            Transport::Udt => Ok(DataChannel::Udt(Box::new(UdtSocket::connect_protected(
+            Transport::Udt => Ok(DataChannel::Udt(Box::new(UdtSocket::connect_member(
                 addr,
                 cfg,
                 timeout,
                 seal.udt()?,
+                group,
             )?))),
             Transport::Tcp => seal.tcp(TcpStream::connect_timeout(&addr, timeout).map_err(
                 TransferError::io(format!("connecting a data channel to {addr}")),

@@ -199,6 +199,7 @@ mod tests {
             snd_curr_seq: UdtSeqNumber::new(5000),
             ack_rtt_us,
             ack_recv_rate_pps: 0,
+            ack_bandwidth_pps: 0,
         }
     }
 

@@ -32,20 +32,38 @@
 //!   64th packet arrives, so it times the path to within a packet; a full ACK waits
 //!   up to a SYN. The RTT field of an ACK is the receiver's smoothed estimate, which
 //!   starts at 100 ms before its first ACK2 and so cannot seed a minimum filter.
+//!
+//! **Coupled channels.** The parallel channels of one transfer cross the same path,
+//! and as separate BBR flows they overshoot it together: each one's estimate stands
+//! near the link's rate (docs/bbr.md traces why), and in the simulator four
+//! channels of a 1 GB transfer over 1 Gb/s × 50 ms lost 26.8 % of what they offered
+//! the bottleneck at its queue (0.42 % as one group). Channels that
+//! join one [`BbrGroup`] run one model instead, as one flow would: it takes the sum
+//! of the members' latest receiver readings as its bandwidth sample, counts their
+//! deliveries, losses and packets in flight together, and each member paces at its
+//! share of the model's rate and keeps its share of the window (the members with
+//! packets outstanding share equally). A member alone is exactly [`BbrUdt`]
+//! uncoupled.
 
 use std::collections::VecDeque;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::bbr::{Bbr, BbrConfig, BbrMode};
 use super::delivery_rate::{RateSampler, SendState};
 use super::udt::{UdtInputs, UdtRateControl};
 use crate::seq::UdtSeqNumber;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use longhaul_wire::udt::LossList;
 
 /// UDT's initial window, packets (`CUDTCC`'s `m_dCWndSize`).
 const INITIAL_WINDOW_PKTS: u64 = 16;
 /// UDT sends a packet pair every this many packets.
 const PAIR_EVERY: f64 = 16.0;
+/// A member's receiver reading counts toward its group's sample for this long: two
+/// of the receiver's full-ACK periods (UDT4's SYN, 10 ms), so a member whose ACKs
+/// stop (a hole holds its cumulative ACK) drops out of the sum.
+const READING_FRESH: Duration = Duration::from_millis(20);
 
 /// Where a packet sent and not yet cumulatively acknowledged is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,16 +82,188 @@ struct Slot {
     fate: Fate,
 }
 
-/// BBR for a UDT sender.
+/// What the members of a group share: the model, its sampler, their packets in
+/// flight, and each member's latest receiver reading and whether it has packets
+/// outstanding.
 #[derive(Debug, Clone)]
-pub struct BbrUdt {
+struct Model {
     bbr: Bbr,
     sampler: RateSampler,
+    in_flight_pkts: u64,
+    /// Per member: its latest reading (bytes per second) and when it came.
+    readings: Vec<Option<(f64, Instant)>>,
+    /// Per member: whether it has packets sent and not yet acknowledged.
+    busy: Vec<bool>,
+}
+
+impl Model {
+    fn new(cfg: BbrConfig, mss: u64, initial_window: u64, now: Instant) -> Self {
+        Model {
+            bbr: Bbr::new(cfg, mss, initial_window, now),
+            sampler: RateSampler::default(),
+            in_flight_pkts: 0,
+            readings: vec![],
+            busy: vec![],
+        }
+    }
+
+    fn join(&mut self) -> usize {
+        self.readings.push(None);
+        self.busy.push(false);
+        self.readings.len() - 1
+    }
+
+    /// Member `me`'s receiver reads `r` at `now`: the model's bandwidth sample. A
+    /// lone sender's is its reading. A group's is the median of its members' fresh
+    /// readings times their number, and no more than the link's capacity as this
+    /// member's receiver measures it with packet pairs. Not their sum: a reading is the spacing of
+    /// a member's last 16 arrivals, and a member whose packets came back to back
+    /// while the others were stalled reads the whole link's rate, which in a sum
+    /// counts twice.
+    fn sample(&mut self, me: usize, now: Instant, r: Reading) -> f64 {
+        self.readings[me] = Some((r.rate, now));
+        if self.readings.len() == 1 {
+            return r.rate;
+        }
+        let mut fresh: Vec<f64> = self
+            .readings
+            .iter()
+            .flatten()
+            .filter(|(_, at)| now.saturating_duration_since(*at) <= READING_FRESH)
+            .map(|&(r, _)| r)
+            .collect();
+        fresh.sort_by(f64::total_cmp);
+        let n = fresh.len();
+        let median = if n % 2 == 1 {
+            fresh[n / 2]
+        } else {
+            (fresh[n / 2 - 1] + fresh[n / 2]) / 2.0
+        };
+        // A capacity below a reading is no measurement (the receiver reports its
+        // initial guess until its packet pairs have filled their filter).
+        let sum = median * self.sharing() as f64;
+        if r.capacity >= fresh[n - 1] {
+            sum.min(r.capacity)
+        } else {
+            sum
+        }
+    }
+
+    /// How many members share the rate and the window: those with packets
+    /// outstanding (at least one, so that a member about to send has a share).
+    fn sharing(&self) -> u64 {
+        (self.busy.iter().filter(|&&b| b).count() as u64).max(1)
+    }
+}
+
+/// What a full ACK's receiver measured, bytes per second: the arrival rate of its
+/// last packets, and the link's capacity from its packet pairs.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    rate: f64,
+    capacity: f64,
+}
+
+/// The model of a lone [`BbrUdt`], or a group's, behind a lock.
+#[derive(Debug, Clone)]
+enum ModelRef {
+    Own(Box<Model>),
+    Shared(Arc<Mutex<Model>>),
+}
+
+/// A model borrowed for one event.
+enum Borrowed<'a> {
+    Own(&'a mut Model),
+    Shared(MutexGuard<'a, Model>),
+}
+
+impl Deref for Borrowed<'_> {
+    type Target = Model;
+    fn deref(&self) -> &Model {
+        match self {
+            Borrowed::Own(m) => m,
+            Borrowed::Shared(g) => g,
+        }
+    }
+}
+
+impl DerefMut for Borrowed<'_> {
+    fn deref_mut(&mut self) -> &mut Model {
+        match self {
+            Borrowed::Own(m) => m,
+            Borrowed::Shared(g) => g,
+        }
+    }
+}
+
+/// A model read for one query.
+enum Read<'a> {
+    Own(&'a Model),
+    Shared(MutexGuard<'a, Model>),
+}
+
+impl Deref for Read<'_> {
+    type Target = Model;
+    fn deref(&self) -> &Model {
+        match self {
+            Read::Own(m) => m,
+            Read::Shared(g) => g,
+        }
+    }
+}
+
+/// Locks a group's model. A member that panicked while holding it (a bug) leaves
+/// the model as it was between two events, which the others can still use.
+fn lock(m: &Mutex<Model>) -> MutexGuard<'_, Model> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// One BBR model for several UDT senders on one path: the channels of a transfer
+/// (see the module notes). Cloning it gives another handle on the same model.
+#[derive(Debug, Clone)]
+pub struct BbrGroup {
+    model: Arc<Mutex<Model>>,
+}
+
+impl BbrGroup {
+    /// A group for `channels` senders of `mss`-byte packets, at `now`: its initial
+    /// window is UDT's initial window for each of them.
+    pub fn new(cfg: BbrConfig, mss: u32, channels: u32, now: Instant) -> Self {
+        let mss = u64::from(mss);
+        let window = INITIAL_WINDOW_PKTS * u64::from(channels.max(1)) * mss;
+        BbrGroup {
+            model: Arc::new(Mutex::new(Model::new(cfg, mss, window, now))),
+        }
+    }
+
+    /// The model's pacing rate, bytes per second, for all members together.
+    pub fn pacing_bytes_per_sec(&self) -> f64 {
+        lock(&self.model).bbr.pacing_bytes_per_sec()
+    }
+
+    /// The model's bandwidth estimate, bytes per second.
+    pub fn bandwidth(&self) -> u64 {
+        lock(&self.model).bbr.bandwidth()
+    }
+}
+
+/// BBR for a UDT sender, alone or as a member of a [`BbrGroup`].
+#[derive(Debug, Clone)]
+pub struct BbrUdt {
+    model: ModelRef,
+    member: Member,
+}
+
+/// A sender's own part: its packets' fates and its place in the group.
+#[derive(Debug, Clone)]
+struct Member {
+    /// Its index among the group's members (0 alone).
+    me: usize,
     mss: u64,
     /// The first sequence number not yet acknowledged; `sent[0]` is its slot.
     front: UdtSeqNumber,
     sent: VecDeque<Slot>,
-    /// How many of `sent` are in flight.
+    /// How many of `sent` are in flight (the model counts the group's).
     in_flight_pkts: u64,
     /// How many of `sent` (from the front) NAKs have accounted for: all of them
     /// arrived or are listed lost.
@@ -85,9 +275,51 @@ impl BbrUdt {
     /// packets of `mss` bytes (IP and UDP headers included, as UDT counts them).
     pub fn new(cfg: BbrConfig, mss: u32, now: Instant, snd_curr_seq: UdtSeqNumber) -> Self {
         let mss = u64::from(mss);
+        let mut model = Model::new(cfg, mss, INITIAL_WINDOW_PKTS * mss, now);
+        let me = model.join();
         BbrUdt {
-            bbr: Bbr::new(cfg, mss, INITIAL_WINDOW_PKTS * mss, now),
-            sampler: RateSampler::default(),
+            model: ModelRef::Own(Box::new(model)),
+            member: Member::new(me, mss, snd_curr_seq),
+        }
+    }
+
+    /// A sender of `mss`-byte packets whose first packet will be `snd_curr_seq + 1`,
+    /// joining `group` (whose configuration it takes).
+    pub fn coupled(group: &BbrGroup, mss: u32, snd_curr_seq: UdtSeqNumber) -> Self {
+        let me = lock(&group.model).join();
+        BbrUdt {
+            model: ModelRef::Shared(Arc::clone(&group.model)),
+            member: Member::new(me, u64::from(mss), snd_curr_seq),
+        }
+    }
+
+    /// The model for one event, and this sender's own part beside it.
+    fn parts(&mut self) -> (Borrowed<'_>, &mut Member) {
+        let model = match &mut self.model {
+            ModelRef::Own(m) => Borrowed::Own(m),
+            ModelRef::Shared(m) => Borrowed::Shared(lock(m)),
+        };
+        (model, &mut self.member)
+    }
+
+    /// The model, for one query.
+    fn read(&self) -> Read<'_> {
+        match &self.model {
+            ModelRef::Own(m) => Read::Own(m),
+            ModelRef::Shared(m) => Read::Shared(lock(m)),
+        }
+    }
+
+    /// The pacing rate of the model, bytes per second (the group's, for a member).
+    pub fn pacing_bytes_per_sec(&self) -> f64 {
+        self.read().bbr.pacing_bytes_per_sec()
+    }
+}
+
+impl Member {
+    fn new(me: usize, mss: u64, snd_curr_seq: UdtSeqNumber) -> Self {
+        Member {
+            me,
             mss,
             front: snd_curr_seq.inc(),
             sent: VecDeque::new(),
@@ -96,91 +328,90 @@ impl BbrUdt {
         }
     }
 
-    /// The model.
-    pub fn bbr(&self) -> &Bbr {
-        &self.bbr
-    }
-
-    fn in_flight(&self) -> u64 {
-        self.in_flight_pkts * self.mss
-    }
-
     fn index(&self, seq: UdtSeqNumber) -> Option<usize> {
         usize::try_from(self.front.offset_to(seq)).ok()
     }
 
+    /// The group's bytes in flight.
+    fn group_in_flight(&self, model: &Model) -> u64 {
+        model.in_flight_pkts * self.mss
+    }
+
+    /// Tells the model whether this sender has packets outstanding.
+    fn note_busy(&self, model: &mut Model) {
+        model.busy[self.me] = !self.sent.is_empty();
+    }
+
     /// Marks the slot `i` delivered now, if it was not already.
-    fn deliver(&mut self, now: Instant, i: usize) {
+    fn deliver(&mut self, model: &mut Model, now: Instant, i: usize) {
         let Some(slot) = self.sent.get_mut(i) else {
             return;
         };
         if slot.fate == Fate::InFlight {
             self.in_flight_pkts -= 1;
+            model.in_flight_pkts -= 1;
         }
         if slot.fate != Fate::Delivered {
             slot.fate = Fate::Delivered;
-            self.sampler.on_delivered(now, &slot.st, self.mss);
+            model.sampler.on_delivered(now, &slot.st, self.mss);
         }
     }
 
-    /// Ends an acknowledgement's sample and hands it to the model.
+    /// Ends an acknowledgement's sample and hands it to the model, with a
+    /// bandwidth sample if this member's receiver measured `reading`.
     fn finish(
-        &mut self,
+        &self,
+        model: &mut Model,
         now: Instant,
         prior_in_flight: u64,
         rtt_from: Option<Slot>,
-        rate: Option<f64>,
+        reading: Option<Reading>,
     ) {
         let rtt = rtt_from
             .filter(|s| !s.retransmitted)
             .map(|s| now.saturating_duration_since(s.st.sent_time()));
-        let rs = self
-            .sampler
-            .finish_ack(now, prior_in_flight, rtt, self.bbr.min_rtt());
-        let in_flight = self.in_flight();
-        self.bbr
-            .update_with_rate(now, &rs, rate, self.sampler.delivered(), in_flight);
-        if self.bbr.in_probe_rtt() {
-            self.sampler.on_app_limited(in_flight);
+        let min_rtt = model.bbr.min_rtt();
+        let rs = model.sampler.finish_ack(now, prior_in_flight, rtt, min_rtt);
+        let rate = reading.map(|r| model.sample(self.me, now, r));
+        let in_flight = self.group_in_flight(model);
+        let delivered = model.sampler.delivered();
+        model
+            .bbr
+            .update_with_rate(now, &rs, rate, delivered, in_flight);
+        if model.bbr.in_probe_rtt() {
+            model.sampler.on_app_limited(in_flight);
         }
     }
 
     /// Every packet before `ack` is delivered at `now`; the receiver measured
-    /// `receiver_rate` bytes per second, if this is a full ACK that says.
-    fn acknowledge(&mut self, now: Instant, ack: UdtSeqNumber, receiver_rate: Option<f64>) {
+    /// `reading`, if this is a full ACK that says.
+    fn acknowledge(
+        &mut self,
+        model: &mut Model,
+        now: Instant,
+        ack: UdtSeqNumber,
+        reading: Option<Reading>,
+    ) {
         let n = self.front.offset_to(ack);
         if n <= 0 {
             return;
         }
         let n = (n as usize).min(self.sent.len());
-        let prior_in_flight = self.in_flight();
-        self.sampler.begin_ack();
+        let prior_in_flight = self.group_in_flight(model);
+        model.sampler.begin_ack();
         for i in 0..n {
-            self.deliver(now, i);
+            self.deliver(model, now, i);
         }
         let newest = n.checked_sub(1).and_then(|i| self.sent.get(i).copied());
         self.sent.drain(..n);
         self.known = self.known.saturating_sub(n);
         self.front = ack;
-        self.finish(now, prior_in_flight, newest, receiver_rate);
-    }
-}
-
-impl UdtRateControl for BbrUdt {
-    fn on_ack(&mut self, now: Instant, ack: UdtSeqNumber, inputs: &UdtInputs) {
-        let rate = (inputs.ack_recv_rate_pps > 0)
-            .then(|| f64::from(inputs.ack_recv_rate_pps) * self.mss as f64);
-        self.acknowledge(now, ack, rate);
+        self.note_busy(model);
+        self.finish(model, now, prior_in_flight, newest, reading);
     }
 
-    fn on_light_ack(&mut self, now: Instant, ack: UdtSeqNumber) {
-        self.acknowledge(now, ack, None);
-    }
-
-    fn on_loss(&mut self, _now: Instant, _first_lost: UdtSeqNumber, _inputs: &UdtInputs) {}
-
-    fn on_nak_ranges(&mut self, now: Instant, list: LossList<'_>) {
-        let prior_in_flight = self.in_flight();
+    fn on_nak_ranges(&mut self, model: &mut Model, now: Instant, list: LossList<'_>) {
+        let prior_in_flight = self.group_in_flight(model);
         for (a, b) in list.ranges() {
             let (Some(ia), Some(ib)) = (self.index(a), self.index(b)) else {
                 continue;
@@ -192,7 +423,8 @@ impl UdtRateControl for BbrUdt {
                 if slot.fate == Fate::InFlight {
                     slot.fate = Fate::Lost;
                     self.in_flight_pkts -= 1;
-                    self.sampler.on_lost(self.mss);
+                    model.in_flight_pkts -= 1;
+                    model.sampler.on_lost(self.mss);
                 }
             }
         }
@@ -208,7 +440,7 @@ impl UdtRateControl for BbrUdt {
         if arrived < self.known {
             return;
         }
-        self.sampler.begin_ack();
+        model.sampler.begin_ack();
         let listed: Vec<(usize, usize)> = list
             .ranges()
             .filter_map(|(a, b)| Some((self.index(a)?, self.index(b)?)))
@@ -221,27 +453,24 @@ impl UdtRateControl for BbrUdt {
             }
             if !range.is_some_and(|(lo, hi)| lo <= i && i <= hi) && self.sent[i].fate != Fate::Lost
             {
-                self.deliver(now, i);
+                self.deliver(model, now, i);
             }
         }
         self.known = arrived + 1;
-        self.finish(now, prior_in_flight, None, None);
+        self.finish(model, now, prior_in_flight, None, None);
     }
 
-    fn on_timeout(&mut self, _now: Instant, _inputs: &UdtInputs) {
-        self.bbr.on_rto(self.in_flight());
-    }
-
-    fn on_packet_sent(&mut self, now: Instant, seq: UdtSeqNumber) {
+    fn on_packet_sent(&mut self, model: &mut Model, now: Instant, seq: UdtSeqNumber) {
         let Some(i) = self.index(seq) else {
             return; // already acknowledged
         };
-        let st = self.sampler.on_send(now, self.in_flight());
+        let st = model.sampler.on_send(now, self.group_in_flight(model));
         if let Some(slot) = self.sent.get_mut(i) {
             // A retransmission (after a NAK, or EXP's go-back-N): in flight again,
             // and its newest send is the one a sample measures from.
             if slot.fate != Fate::InFlight {
                 self.in_flight_pkts += 1;
+                model.in_flight_pkts += 1;
             }
             *slot = Slot {
                 st,
@@ -259,31 +488,73 @@ impl UdtRateControl for BbrUdt {
                 fate: Fate::InFlight,
             });
             self.in_flight_pkts += 1;
+            model.in_flight_pkts += 1;
         }
+        self.note_busy(model);
+    }
+}
+
+impl UdtRateControl for BbrUdt {
+    fn on_ack(&mut self, now: Instant, ack: UdtSeqNumber, inputs: &UdtInputs) {
+        let mss = self.member.mss as f64;
+        let reading = (inputs.ack_recv_rate_pps > 0).then(|| Reading {
+            rate: f64::from(inputs.ack_recv_rate_pps) * mss,
+            capacity: f64::from(inputs.ack_bandwidth_pps) * mss,
+        });
+        let (mut model, member) = self.parts();
+        member.acknowledge(&mut model, now, ack, reading);
     }
 
-    /// The period that makes the engine send at BBR's pacing rate. UDT sends a
-    /// packet pair every 16 packets (the second at once, without a period), so 16
-    /// packets take 15 periods: a period of `mss / rate` would send 16/15 of the
-    /// rate, 6.7 % above the model, which is a standing queue at a bottleneck.
+    fn on_light_ack(&mut self, now: Instant, ack: UdtSeqNumber) {
+        let (mut model, member) = self.parts();
+        member.acknowledge(&mut model, now, ack, None);
+    }
+
+    fn on_loss(&mut self, _now: Instant, _first_lost: UdtSeqNumber, _inputs: &UdtInputs) {}
+
+    fn on_nak_ranges(&mut self, now: Instant, list: LossList<'_>) {
+        let (mut model, member) = self.parts();
+        member.on_nak_ranges(&mut model, now, list);
+    }
+
+    fn on_timeout(&mut self, _now: Instant, _inputs: &UdtInputs) {
+        let (mut model, member) = self.parts();
+        let in_flight = member.group_in_flight(&model);
+        model.bbr.on_rto(in_flight);
+    }
+
+    fn on_packet_sent(&mut self, now: Instant, seq: UdtSeqNumber) {
+        let (mut model, member) = self.parts();
+        member.on_packet_sent(&mut model, now, seq);
+    }
+
+    /// The period that makes the engine send at this sender's share of BBR's
+    /// pacing rate. UDT sends a packet pair every 16 packets (the second at once,
+    /// without a period), so 16 packets take 15 periods: a period of `mss / rate`
+    /// would send 16/15 of the rate, 6.7 % above the model, which is a standing
+    /// queue at a bottleneck.
     fn pkt_snd_period_us(&self) -> f64 {
-        let rate = self.bbr.pacing_bytes_per_sec();
+        let model = self.read();
+        let rate = model.bbr.pacing_bytes_per_sec() / model.sharing() as f64;
         if rate > 0.0 {
-            self.mss as f64 * 1e6 / rate * PAIR_EVERY / (PAIR_EVERY - 1.0)
+            self.member.mss as f64 * 1e6 / rate * PAIR_EVERY / (PAIR_EVERY - 1.0)
         } else {
             1.0
         }
     }
 
-    /// BBR's window, plus the packets the engine counts as unacknowledged that are
-    /// not in flight (arrived behind a hole, or lost and awaiting retransmission).
+    /// This sender's share of BBR's window, plus the packets the engine counts as
+    /// unacknowledged that are not in flight (arrived behind a hole, or lost and
+    /// awaiting retransmission).
     fn cwnd_pkts(&self) -> f64 {
-        let not_in_flight = self.sent.len() as u64 - self.in_flight_pkts;
-        (self.bbr.cwnd() / self.mss + not_in_flight) as f64
+        let m = &self.member;
+        let not_in_flight = m.sent.len() as u64 - m.in_flight_pkts;
+        let model = self.read();
+        (model.bbr.cwnd() / model.sharing() / m.mss + not_in_flight) as f64
     }
 
     fn in_slow_start(&self) -> bool {
-        self.bbr.mode() == BbrMode::Startup
+        self.read().bbr.mode() == BbrMode::Startup
     }
 }
 
@@ -329,19 +600,23 @@ mod tests {
         let mut b = sender(10);
         let cwnd0 = b.cwnd_pkts();
         nak(&mut b, 50, &[(103, 104)]);
-        assert_eq!(b.in_flight_pkts, 4, "106-109 are still in flight");
-        assert_eq!(b.sampler.delivered(), 4 * u64::from(MSS), "100-102 and 105");
-        assert_eq!(b.sampler.lost(), 2 * u64::from(MSS));
+        assert_eq!(b.member.in_flight_pkts, 4, "106-109 are still in flight");
+        assert_eq!(
+            b.read().sampler.delivered(),
+            4 * u64::from(MSS),
+            "100-102 and 105"
+        );
+        assert_eq!(b.read().sampler.lost(), 2 * u64::from(MSS));
         // Six out of the flight, and Startup grew BBR's window by the four delivered.
         assert_eq!(b.cwnd_pkts(), cwnd0 + 6.0 + 4.0);
         b.on_packet_sent(Instant::from_nanos(60_000_000), UdtSeqNumber::new(103));
-        assert_eq!(b.in_flight_pkts, 5);
+        assert_eq!(b.member.in_flight_pkts, 5);
         nak(&mut b, 70, &[(104, 104)]);
-        assert_eq!(b.sampler.lost(), 2 * u64::from(MSS));
+        assert_eq!(b.read().sampler.lost(), 2 * u64::from(MSS));
         // The cumulative ACK past 105 delivers only 103 and 104 anew.
         b.on_light_ack(Instant::from_nanos(80_000_000), UdtSeqNumber::new(106));
-        assert_eq!(b.sampler.delivered(), 6 * u64::from(MSS));
-        assert_eq!(b.sent.len(), 4);
+        assert_eq!(b.read().sampler.delivered(), 6 * u64::from(MSS));
+        assert_eq!(b.member.sent.len(), 4);
     }
 
     /// The period makes 16 packets (one pair among them) take 16 packets' time at
@@ -349,8 +624,94 @@ mod tests {
     #[test]
     fn period_pays_for_the_packet_pair() {
         let b = sender(0);
-        let rate = b.bbr().pacing_bytes_per_sec();
+        let rate = b.pacing_bytes_per_sec();
         let per_packet = f64::from(MSS) / rate * 1e6;
         assert!((b.pkt_snd_period_us() * 15.0 - per_packet * 16.0).abs() < 1e-6);
+    }
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_nanos(n * 1_000_000)
+    }
+
+    fn reading(mbps: f64, capacity_mbps: f64) -> Reading {
+        Reading {
+            rate: mbps * 1e6 / 8.0,
+            capacity: capacity_mbps * 1e6 / 8.0,
+        }
+    }
+
+    /// A model with `n` members, all with packets outstanding.
+    fn busy_model(n: usize) -> Model {
+        let mut m = Model::new(
+            BbrConfig::default(),
+            u64::from(MSS),
+            16 * 1500,
+            Instant::ZERO,
+        );
+        for _ in 0..n {
+            let i = m.join();
+            m.busy[i] = true;
+        }
+        m
+    }
+
+    /// Hand-worked: four busy members read 250, 250, 260 and 1000 Mb/s within
+    /// 20 ms (the last came back to back while the others were stalled). The
+    /// sample is the median (255) times the four sharing, 1020 Mb/s, where their
+    /// sum would be 1760; with the receiver's packet pairs measuring 1000 Mb/s it
+    /// is capped there. A reading 21 ms old no longer counts toward the median.
+    #[test]
+    fn a_group_samples_the_median_reading_times_its_members() {
+        let mut m = busy_model(4);
+        let mbps = |x: f64| x * 8e-6;
+        m.sample(0, ms(100), reading(250.0, 0.0));
+        m.sample(1, ms(105), reading(250.0, 0.0));
+        m.sample(2, ms(110), reading(260.0, 0.0));
+        assert!((mbps(m.sample(3, ms(115), reading(1000.0, 0.0))) - 1020.0).abs() < 1e-6);
+        assert!((mbps(m.sample(3, ms(116), reading(1000.0, 1000.0))) - 1000.0).abs() < 1e-6);
+        // At 121 ms member 0's reading (100 ms) is stale: the median of 250, 260 and
+        // 1000 is 260, times the four still sharing.
+        assert!((mbps(m.sample(3, ms(121), reading(1000.0, 0.0))) - 1040.0).abs() < 1e-6);
+        // A capacity below a reading is the receiver's initial guess, not a cap.
+        assert!((mbps(m.sample(3, ms(122), reading(1000.0, 12.0))) - 1040.0).abs() < 1e-6);
+    }
+
+    /// A lone sender's sample is its reading, capacity or not: the model a lone
+    /// [`BbrUdt`] runs is BBR on UDT as before groups existed.
+    #[test]
+    fn a_lone_sender_samples_its_own_reading() {
+        let mut m = busy_model(1);
+        let r = reading(700.0, 500.0);
+        assert_eq!(m.sample(0, ms(5), r), r.rate);
+    }
+
+    /// Two members of a group pace at half the model's rate each and keep half its
+    /// window; a member with nothing outstanding takes no share, so the other
+    /// paces at the whole rate.
+    #[test]
+    fn members_share_the_rate_and_the_window() {
+        let g = BbrGroup::new(BbrConfig::default(), MSS, 2, Instant::ZERO);
+        let mut a = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(99));
+        let mut b = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(499));
+        let whole = f64::from(MSS) * 1e6 / g.pacing_bytes_per_sec() * 16.0 / 15.0;
+        a.on_packet_sent(ms(1), UdtSeqNumber::new(100));
+        assert!(
+            (a.pkt_snd_period_us() - whole).abs() < 1e-9,
+            "b has nothing out"
+        );
+        b.on_packet_sent(ms(1), UdtSeqNumber::new(500));
+        assert!((a.pkt_snd_period_us() - 2.0 * whole).abs() < 1e-9);
+        assert!((b.pkt_snd_period_us() - 2.0 * whole).abs() < 1e-9);
+        // The group's initial window is 16 packets a member: 16 each.
+        assert_eq!(a.cwnd_pkts(), 16.0);
+        assert_eq!(b.cwnd_pkts(), 16.0);
+        // Both count in the group's flight.
+        assert_eq!(a.read().in_flight_pkts, 2);
+        // a's packet acknowledged: a leaves the sharing, b has the whole rate.
+        a.on_light_ack(ms(50), UdtSeqNumber::new(101));
+        assert_eq!(b.read().in_flight_pkts, 1);
+        // (The ACK's RTT sample re-set the model's rate.)
+        let whole = f64::from(MSS) * 1e6 / g.pacing_bytes_per_sec() * 16.0 / 15.0;
+        assert!((b.pkt_snd_period_us() - whole).abs() < 1e-9);
     }
 }

@@ -81,6 +81,9 @@ pub struct UdtInputs {
     /// The receive rate the full ACK being processed reports, packets per second,
     /// before the sender's smoothing (0 when not a full ACK or not measured).
     pub ack_recv_rate_pps: u32,
+    /// The link capacity the full ACK being processed reports, packets per second,
+    /// before the sender's smoothing (0 when not a full ACK or not measured).
+    pub ack_bandwidth_pps: u32,
 }
 
 /// The events a UDT rate controller reacts to; the engine is generic over it, so UDT
@@ -330,6 +333,7 @@ mod tests {
             snd_curr_seq: UdtSeqNumber::new(1000),
             ack_rtt_us: 100_000.0,
             ack_recv_rate_pps: 0,
+            ack_bandwidth_pps: 0,
         }
     }
 

@@ -157,7 +157,13 @@ impl UdtConnection {
         self.last_rsp = now;
         self.next_send = now;
         let isn = self.isn;
-        self.cc = AnyRate::new(self.cfg.rate_control, self.cfg.mss, now, isn);
+        self.cc = AnyRate::new(
+            self.cfg.rate_control,
+            self.cfg.mss,
+            now,
+            isn,
+            self.rate_group.as_ref(),
+        );
         self.events.push_back(Event::Connected);
     }
 
@@ -333,6 +339,7 @@ impl UdtConnection {
         let mut inputs = self.inputs();
         inputs.ack_rtt_us = f64::from(rtt);
         inputs.ack_recv_rate_pps = rates.map_or(0, |(r, _)| r);
+        inputs.ack_bandwidth_pps = rates.map_or(0, |(_, b)| b);
         rate!(self, c => c.on_ack(now, ack, &inputs));
     }
 

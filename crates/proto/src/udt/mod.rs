@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use longhaul_wire::udt::{HandshakeRepr, HEADER_LEN};
 
 use crate::cc::{
-    ArUdt, ArUdtConfig, BbrConfig, BbrUdt, Udt, UdtConfig as UdtCcConfig, UdtInputs,
+    ArUdt, ArUdtConfig, BbrConfig, BbrGroup, BbrUdt, Udt, UdtConfig as UdtCcConfig, UdtInputs,
     UdtRateControl, SYN_US,
 };
 use crate::engine::{Engine, Layer, Transmit};
@@ -361,12 +361,25 @@ enum AnyRate {
 
 impl AnyRate {
     /// The controller `rc` names, started at `now` for a first packet `isn` of
-    /// `mss` bytes.
-    fn new(rc: RateControl, mss: u32, now: Instant, isn: UdtSeqNumber) -> Self {
-        match rc {
-            RateControl::Udt(c) => AnyRate::Udt(Udt::new(c, now, isn.dec())),
-            RateControl::ArUdt(c, a) => AnyRate::ArUdt(ArUdt::new(Udt::new(c, now, isn.dec()), a)),
-            RateControl::Bbr(c) => AnyRate::Bbr(Box::new(BbrUdt::new(c, mss, now, isn.dec()))),
+    /// `mss` bytes; BBR as a member of `group`, if there is one.
+    fn new(
+        rc: RateControl,
+        mss: u32,
+        now: Instant,
+        isn: UdtSeqNumber,
+        group: Option<&BbrGroup>,
+    ) -> Self {
+        match (rc, group) {
+            (RateControl::Udt(c), _) => AnyRate::Udt(Udt::new(c, now, isn.dec())),
+            (RateControl::ArUdt(c, a), _) => {
+                AnyRate::ArUdt(ArUdt::new(Udt::new(c, now, isn.dec()), a))
+            }
+            (RateControl::Bbr(_), Some(g)) => {
+                AnyRate::Bbr(Box::new(BbrUdt::coupled(g, mss, isn.dec())))
+            }
+            (RateControl::Bbr(c), None) => {
+                AnyRate::Bbr(Box::new(BbrUdt::new(c, mss, now, isn.dec())))
+            }
         }
     }
 
@@ -438,6 +451,8 @@ pub struct UdtConnection {
     /// there is no schedule (nothing could be sent).
     late_by: Option<Duration>,
     cc: AnyRate,
+    /// The group whose BBR model this connection's sender shares, if any.
+    rate_group: Option<BbrGroup>,
     rtt_us: f64,
     rtt_var_us: f64,
     rcv_rate_pps: u32,
@@ -481,7 +496,7 @@ impl UdtConnection {
     pub fn new(cfg: UdtConnConfig, now: Instant) -> Self {
         assert!(cfg.mss >= MIN_MSS, "UDT MSS {} is below {MIN_MSS}", cfg.mss);
         let isn = UdtSeqNumber::new(cfg.isn);
-        let cc = AnyRate::new(cfg.rate_control, cfg.mss, now, isn);
+        let cc = AnyRate::new(cfg.rate_control, cfg.mss, now, isn, None);
         UdtConnection {
             cfg,
             state: State::Init,
@@ -516,6 +531,7 @@ impl UdtConnection {
             next_send: now,
             late_by: None,
             cc,
+            rate_group: None,
             rtt_us: 100_000.0,
             rtt_var_us: 50_000.0,
             rcv_rate_pps: 16,
@@ -727,6 +743,7 @@ impl UdtConnection {
             snd_curr_seq: self.seq_of(self.snd_next).dec(),
             ack_rtt_us: 0.0,
             ack_recv_rate_pps: 0,
+            ack_bandwidth_pps: 0,
         }
     }
     fn cookie(&self, peer_id: u32, now: Instant) -> u32 {
@@ -755,6 +772,18 @@ impl UdtConnection {
     /// given to. Used only with [`UdtConnConfig::cookie_key`].
     pub fn set_handshake_peer(&mut self, tag: u64) {
         self.handshake_peer = tag;
+    }
+
+    /// Makes this connection's sender, once connected, a member of `group`: it
+    /// runs the group's BBR model with the other members rather than one of its
+    /// own (see [`BbrGroup`]). For the parallel channels of one transfer, which
+    /// cross one path and as separate BBR flows overshoot it together. Only a
+    /// connection whose control is [`RateControl::Bbr`] joins; call it before the
+    /// connection is established.
+    pub fn join_rate_group(&mut self, group: &BbrGroup) {
+        if matches!(self.cfg.rate_control, RateControl::Bbr(_)) {
+            self.rate_group = Some(group.clone());
+        }
     }
 }
 

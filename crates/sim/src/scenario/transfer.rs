@@ -22,6 +22,7 @@
 //! files = { count = 1, size = "5GB" }   # or sizes = ["1MB", "20kB"]
 //! tcp = { cc = "cubic" }         # any TCP flow key but from, to, start, size, files
 //! content = false                # UDT only: carry real bytes, and check them
+//! couple = true                  # UDT with BBR: the channels share one model
 //! ```
 
 use serde::Deserialize;
@@ -77,6 +78,7 @@ pub(super) struct TransferFile {
     sizes: Option<Vec<String>>,
     control_bytes: Option<u32>,
     content: Option<bool>,
+    couple: Option<bool>,
     tcp: Option<toml::Value>,
     udt: Option<toml::Value>,
 }
@@ -370,6 +372,7 @@ impl Loader<'_> {
             channels: (first..first + channels).collect(),
             control_bytes,
             content,
+            couple: t.couple.unwrap_or(true),
         })
     }
 

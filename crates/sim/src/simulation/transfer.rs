@@ -18,10 +18,11 @@
 
 use std::collections::VecDeque;
 
+use longhaul_proto::cc::BbrGroup;
 use longhaul_proto::names::Protocol;
 use longhaul_proto::tcp::TcpConnection;
 use longhaul_proto::transfer::{BlockRepr, Deframer, FileBlocks, Reassembler, HEADER_LEN};
-use longhaul_proto::udt::UdtConnection;
+use longhaul_proto::udt::{RateControl, UdtConnection};
 use longhaul_proto::{Bandwidth, Duration, Instant};
 use longhaul_wire::udp;
 
@@ -310,7 +311,23 @@ impl Simulation {
                     "transfer {t}: only UDT channels carry content (TCP here counts bytes)"
                 )));
             }
+            // UDT channels with BBR share one model: to the path they are one flow.
+            let group = match spec.channels.first().map(|&f| &self.flows[f]) {
+                Some(Flow::Udt(u)) if spec.couple => match u.spec.config.rate_control {
+                    RateControl::Bbr(b) => Some(BbrGroup::new(
+                        b,
+                        u.spec.config.mss,
+                        spec.channels.len() as u32,
+                        spec.start,
+                    )),
+                    _ => None,
+                },
+                _ => None,
+            };
             for (i, &f) in spec.channels.iter().enumerate() {
+                if let (Some(g), Flow::Udt(u)) = (&group, &mut self.flows[f]) {
+                    u.ends[0].join_rate_group(g);
+                }
                 self.channel_of[f] = Some((t as u32, i as u16));
                 self.content_flow[f] = spec.content;
                 if let Flow::Udt(u) = &mut self.flows[f] {

@@ -553,7 +553,7 @@ mod tests {
                 let wait = if encrypt { Duration::from_secs(1) } else { t };
                 let stranger_connect = || {
                     let seal = Seal::new(&stranger_keys, 0, Side::Sender, transport, encrypt);
-                    DataChannel::connect(transport, addr, cfg, wait, seal)
+                    DataChannel::connect(transport, addr, cfg, wait, seal, None)
                 };
                 // A scanner: connects, says nothing, leaves.
                 drop(stranger_connect());
@@ -567,7 +567,7 @@ mod tests {
                     }
                 }
                 let seal = Seal::new(&keys, 0, Side::Sender, transport, encrypt);
-                let mut sender = DataChannel::connect(transport, addr, cfg, t, seal).unwrap();
+                let mut sender = DataChannel::connect(transport, addr, cfg, t, seal, None).unwrap();
                 sender.write_all(&ticket).unwrap();
                 sender.write_all(b"hello").unwrap();
                 let got = h.join().unwrap();

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use longhaul_proto::cc::BbrGroup;
 use longhaul_proto::transfer::HEADER_LEN;
-use longhaul_proto::udt::UdtConnConfig;
+use longhaul_proto::udt::{RateControl, UdtConnConfig};
 
 use self::buffers::BlockBuffers;
 use super::channel::{DataChannel, Seal};
@@ -20,6 +21,7 @@ use super::control::{ControlWriter, DirEntry, FileEntry, Msg, Side};
 use super::raw::open_session;
 use super::{TransferError, END_OF_CHANNEL, PIECE_FOLLOWS};
 use crate::secure::{self};
+use crate::udt::RateGroup;
 use crate::Impairment;
 
 mod buffers;
@@ -75,6 +77,10 @@ pub struct SendOptions {
     pub block_size: u32,
     /// UDT parameters (socket IDs are set per channel).
     pub udt: UdtConnConfig,
+    /// Whether the channels' senders share one BBR model (when `udt`'s control is
+    /// BBR), so that to the path they are one flow; as separate flows they
+    /// overshoot it together (docs/bbr.md).
+    pub couple: bool,
     /// How long to wait for the receiver at each step.
     pub timeout: Duration,
     /// Faults to inject into the data channels' datagrams (tests).
@@ -106,6 +112,7 @@ impl SendOptions {
             transport: super::Transport::Udt,
             block_size: 4 << 20,
             udt: UdtConnConfig::default(),
+            couple: true,
             timeout: Duration::from_secs(30),
             impair: None,
             progress: None,
@@ -338,6 +345,15 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
     };
     let mut threads = vec![];
     let clock = crate::clock::Clock::new();
+    let group = match opts.udt.rate_control {
+        RateControl::Bbr(b) if opts.couple && opts.transport == super::Transport::Udt => {
+            Some(RateGroup {
+                model: BbrGroup::new(b, opts.udt.mss, u32::from(total_channels), clock.now()),
+                clock,
+            })
+        }
+        _ => None,
+    };
     for (c, port) in ports.into_iter().enumerate() {
         let addr = SocketAddr::new(opts.dest.ip(), port);
         let cfg = UdtConnConfig {
@@ -363,6 +379,7 @@ pub fn send(opts: &SendOptions) -> Result<SendSummary, TransferError> {
             block_size: opts.block_size,
             block_key,
             clock,
+            group: group.clone(),
         };
         threads.push(thread::spawn(move || {
             let shared = job.shared.clone();
@@ -482,6 +499,8 @@ struct ChannelJob {
     block_key: [u8; 32],
     /// The session's clock, shared by its channels (when each finished).
     clock: crate::clock::Clock,
+    /// The BBR model the channels share, if they do.
+    group: Option<RateGroup>,
 }
 
 /// The least of the written data a channel keeps unsent before it takes another
@@ -525,8 +544,9 @@ impl ChannelJob {
             block_size,
             block_key,
             clock,
+            group,
         } = self;
-        let mut s = DataChannel::connect(transport, addr, cfg, timeout, seal)?;
+        let mut s = DataChannel::connect(transport, addr, cfg, timeout, seal, group.as_ref())?;
         if let (Some(i), Some(u)) = (impair, s.udt()) {
             u.impair(Impairment {
                 seed: i.seed ^ c as u64,

@@ -37,13 +37,14 @@
 //! and as separate BBR flows they overshoot it together: each one's estimate stands
 //! near the link's rate (docs/bbr.md traces why), and in the simulator four
 //! channels of a 1 GB transfer over 1 Gb/s × 50 ms lost 26.8 % of what they offered
-//! the bottleneck at its queue (0.42 % as one group). Channels that
-//! join one [`BbrGroup`] run one model instead, as one flow would: it takes the sum
-//! of the members' latest receiver readings as its bandwidth sample, counts their
-//! deliveries, losses and packets in flight together, and each member paces at its
-//! share of the model's rate and keeps its share of the window (the members with
-//! packets outstanding share equally). A member alone is exactly [`BbrUdt`]
-//! uncoupled.
+//! the bottleneck at its queue (0.42 % as one group). Channels that join one
+//! [`BbrGroup`] run one model instead, as one flow would: its bandwidth sample is
+//! the median of the members' fresh receiver readings times the members sharing,
+//! capped by the link's capacity as the receiver's packet pairs measure it; it
+//! counts their deliveries, losses and packets in flight together; and each member
+//! paces at its share of the model's rate and keeps its share of the window (the
+//! members with packets outstanding share equally). A sender alone is BBR on UDT
+//! as above, unchanged.
 
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};

@@ -193,11 +193,13 @@ pub struct SendArgs {
     /// the AR-UDT paper's. docs/bbr.md says when to choose which.
     #[arg(long, default_value = "bbr-lh", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
     cc: String,
-    /// Give each channel a BBR model of its own. By default a session's channels
-    /// share one (bbr, bbr-v3 and bbr-lh): to the path they are one flow, where as
-    /// separate flows they overshoot it together (docs/bbr.md, "Coupled channels").
+    /// Let the channels share one BBR model (bbr, bbr-v3, bbr-lh), so that to the
+    /// path they are one flow; by default each has its own, as separate flows,
+    /// which in the simulator overshoot a shared bottleneck together. Not yet the
+    /// default: real runs on a 2-core host showed no gain (docs/bbr.md, "Coupled
+    /// channels").
     #[arg(long)]
-    uncoupled: bool,
+    couple: bool,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels
     /// (UDT4's UDT_MAXBW on each).
     #[arg(long)]
@@ -443,7 +445,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             },
             a.udt_buffer,
         )?,
-        couple: !a.uncoupled,
+        couple: a.couple,
         progress: Some(progress.clone()),
         encrypt: !a.token.no_encryption,
         ..SendOptions::new(paths, dest, &token)

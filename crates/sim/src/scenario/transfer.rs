@@ -22,7 +22,7 @@
 //! files = { count = 1, size = "5GB" }   # or sizes = ["1MB", "20kB"]
 //! tcp = { cc = "cubic" }         # any TCP flow key but from, to, start, size, files
 //! content = false                # UDT only: carry real bytes, and check them
-//! couple = true                  # UDT with BBR: the channels share one model
+//! couple = false                 # UDT with BBR: true, the channels share one model
 //! ```
 
 use serde::Deserialize;
@@ -372,7 +372,7 @@ impl Loader<'_> {
             channels: (first..first + channels).collect(),
             control_bytes,
             content,
-            couple: t.couple.unwrap_or(true),
+            couple: t.couple.unwrap_or(false),
         })
     }
 

@@ -677,13 +677,55 @@ mod tests {
         assert!((mbps(m.sample(3, ms(122), reading(1000.0, 12.0))) - 1040.0).abs() < 1e-6);
     }
 
-    /// A lone sender's sample is its reading, capacity or not: the model a lone
-    /// [`BbrUdt`] runs is BBR on UDT as before groups existed.
+    /// A group of one is the lone sender: through sends, full ACKs with readings
+    /// (one below its capacity, one above, so the cap's both sides), light ACKs and
+    /// a NAK, the two pace and window alike at every step.
     #[test]
-    fn a_lone_sender_samples_its_own_reading() {
-        let mut m = busy_model(1);
-        let r = reading(700.0, 500.0);
-        assert_eq!(m.sample(0, ms(5), r), r.rate);
+    fn a_group_of_one_runs_as_a_lone_sender() {
+        let g = BbrGroup::new(BbrConfig::default(), MSS, 1, Instant::ZERO);
+        let mut grouped = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(99));
+        let mut lone = sender(0);
+        let inputs = |pps: u32, cap: u32| UdtInputs {
+            rtt_us: 0.0,
+            rcv_rate_pps: 0,
+            bandwidth_pps: 0,
+            mss: MSS,
+            max_cwnd_pkts: 1e6,
+            snd_curr_seq: UdtSeqNumber::new(0),
+            ack_rtt_us: 0.0,
+            ack_recv_rate_pps: pps,
+            ack_bandwidth_pps: cap,
+        };
+        let mut seq = 100;
+        for round in 0..40u64 {
+            let t = ms(10 * round);
+            for b in [&mut grouped, &mut lone] {
+                for i in 0..8 {
+                    b.on_packet_sent(t, UdtSeqNumber::new(seq + i));
+                }
+                match round % 4 {
+                    0 => b.on_ack(
+                        t + Duration::from_millis(5),
+                        UdtSeqNumber::new(seq + 4),
+                        &inputs(40_000, 30_000),
+                    ),
+                    1 => b.on_ack(
+                        t + Duration::from_millis(5),
+                        UdtSeqNumber::new(seq + 4),
+                        &inputs(20_000, 80_000),
+                    ),
+                    2 => b.on_light_ack(t + Duration::from_millis(5), UdtSeqNumber::new(seq + 6)),
+                    _ => nak(b, 10 * round + 6, &[(seq + 1, seq + 2)]),
+                }
+            }
+            seq += 8;
+            assert_eq!(
+                grouped.pkt_snd_period_us(),
+                lone.pkt_snd_period_us(),
+                "round {round}"
+            );
+            assert_eq!(grouped.cwnd_pkts(), lone.cwnd_pkts(), "round {round}");
+        }
     }
 
     /// Two members of a group pace at half the model's rate each and keep half its

@@ -61,6 +61,9 @@ use longhaul_wire::udt::LossList;
 const INITIAL_WINDOW_PKTS: u64 = 16;
 /// UDT sends a packet pair every this many packets.
 const PAIR_EVERY: f64 = 16.0;
+/// What a UDT receiver reports as the link's capacity before it has measured it,
+/// packets per second (4.11's probe slots start at 1 ms).
+const UNMEASURED_CAPACITY_PPS: u32 = 1000;
 /// A member's receiver reading counts toward its group's sample for this long: two
 /// of the receiver's full-ACK periods (UDT4's SYN, 10 ms), so a member whose ACKs
 /// stop (a hole holds its cumulative ACK) drops out of the sum.
@@ -140,10 +143,9 @@ impl Model {
         } else {
             (fresh[n / 2 - 1] + fresh[n / 2]) / 2.0
         };
-        // A capacity below a reading is no measurement (the receiver reports its
-        // initial guess until its packet pairs have filled their filter).
+        // A capacity below a reading is no measurement either.
         let sum = median * self.sharing() as f64;
-        if r.capacity >= fresh[n - 1] {
+        if r.capacity > 0.0 && r.capacity >= fresh[n - 1] {
             sum.min(r.capacity)
         } else {
             sum
@@ -163,6 +165,26 @@ impl Model {
 struct Reading {
     rate: f64,
     capacity: f64,
+}
+
+impl Reading {
+    /// What a full ACK's `inputs` say, for packets of `mss` bytes; `None` if the
+    /// receiver has no reading. Until its packet pairs fill half its filter, a
+    /// receiver reports its probe slots' initial 1 ms, 1000 packets/s, as the
+    /// capacity: that is no measurement (as a cap it ended a group's Startup at
+    /// 12 Mb/s in a real run), and goes as 0, no cap; a path that slow only goes
+    /// without one.
+    fn of(inputs: &UdtInputs, mss: u64) -> Option<Reading> {
+        let mss = mss as f64;
+        let capacity = match inputs.ack_bandwidth_pps {
+            c if c > UNMEASURED_CAPACITY_PPS => f64::from(c) * mss,
+            _ => 0.0,
+        };
+        (inputs.ack_recv_rate_pps > 0).then(|| Reading {
+            rate: f64::from(inputs.ack_recv_rate_pps) * mss,
+            capacity,
+        })
+    }
 }
 
 /// The model of a lone [`BbrUdt`], or a group's, behind a lock.
@@ -497,11 +519,7 @@ impl Member {
 
 impl UdtRateControl for BbrUdt {
     fn on_ack(&mut self, now: Instant, ack: UdtSeqNumber, inputs: &UdtInputs) {
-        let mss = self.member.mss as f64;
-        let reading = (inputs.ack_recv_rate_pps > 0).then(|| Reading {
-            rate: f64::from(inputs.ack_recv_rate_pps) * mss,
-            capacity: f64::from(inputs.ack_bandwidth_pps) * mss,
-        });
+        let reading = Reading::of(inputs, self.member.mss);
         let (mut model, member) = self.parts();
         member.acknowledge(&mut model, now, ack, reading);
     }
@@ -677,15 +695,9 @@ mod tests {
         assert!((mbps(m.sample(3, ms(122), reading(1000.0, 12.0))) - 1040.0).abs() < 1e-6);
     }
 
-    /// A group of one is the lone sender: through sends, full ACKs with readings
-    /// (one below its capacity, one above, so the cap's both sides), light ACKs and
-    /// a NAK, the two pace and window alike at every step.
-    #[test]
-    fn a_group_of_one_runs_as_a_lone_sender() {
-        let g = BbrGroup::new(BbrConfig::default(), MSS, 1, Instant::ZERO);
-        let mut grouped = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(99));
-        let mut lone = sender(0);
-        let inputs = |pps: u32, cap: u32| UdtInputs {
+    /// A full ACK's inputs: the receiver's reading and capacity, packets/s.
+    fn inputs(pps: u32, cap: u32) -> UdtInputs {
+        UdtInputs {
             rtt_us: 0.0,
             rcv_rate_pps: 0,
             bandwidth_pps: 0,
@@ -695,7 +707,28 @@ mod tests {
             ack_rtt_us: 0.0,
             ack_recv_rate_pps: pps,
             ack_bandwidth_pps: cap,
-        };
+        }
+    }
+
+    /// The capacity a receiver reports before measuring it (1000 packets/s) is no
+    /// cap; one packet/s more is a measurement. No reading, no sample.
+    #[test]
+    fn an_unmeasured_capacity_is_no_cap() {
+        let mss = u64::from(MSS);
+        assert_eq!(Reading::of(&inputs(500, 1000), mss).unwrap().capacity, 0.0);
+        let r = Reading::of(&inputs(500, 1001), mss).unwrap();
+        assert_eq!((r.rate, r.capacity), (500.0 * 1500.0, 1001.0 * 1500.0));
+        assert!(Reading::of(&inputs(0, 80_000), mss).is_none());
+    }
+
+    /// A group of one is the lone sender: through sends, full ACKs with readings
+    /// (one below its capacity, one above, so the cap's both sides), light ACKs and
+    /// a NAK, the two pace and window alike at every step.
+    #[test]
+    fn a_group_of_one_runs_as_a_lone_sender() {
+        let g = BbrGroup::new(BbrConfig::default(), MSS, 1, Instant::ZERO);
+        let mut grouped = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(99));
+        let mut lone = sender(0);
         let mut seq = 100;
         for round in 0..40u64 {
             let t = ms(10 * round);

@@ -533,65 +533,57 @@ fn a_partial_file_in_a_tree_is_not_sent() {
 
 /// Both sides' data channels drop 10 % of their datagrams, duplicate 5 % and
 /// reorder 10 %: the files still arrive byte-exact.
-#[test]
-fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
+/// A tree of `files` (path, length) sent over `channels` with 10 % loss, 5 %
+/// duplication and 10 % reordering both ways (impairment seed `seed`), the sender's
+/// options changed by `tweak`: it must arrive byte-exact.
+fn through_impairment(
+    seed: u64,
+    files: &[(&str, usize)],
+    channels: u16,
+    tweak: impl FnOnce(&mut SendOptions),
+) {
     let bad = longhaul_net::Impairment {
         loss: 0.10,
         duplicate: 0.05,
         reorder: 0.10,
         corrupt: 0.0,
-        seed: 11,
+        seed,
     };
     let src = tempfile::tempdir().unwrap();
     let tree = src.path().join("t");
-    write(&tree.join("a"), 150_001, 1);
-    write(&tree.join("b/c"), 77_777, 2);
-    write(&tree.join("empty"), 0, 3);
+    for (i, (name, len)) in files.iter().enumerate() {
+        write(&tree.join(name), *len, i as u8 + 1);
+    }
     let dst = tempfile::tempdir().unwrap();
     let (addr, h) = receiver(RecvOptions {
         impair: Some(bad),
         ..recv_opts(dst.path(), "k")
     });
-    let mut o = send_opts(vec![tree.clone()], addr, "k", 2);
-    o.block_size = 32 << 10;
+    let mut o = send_opts(vec![tree.clone()], addr, "k", channels);
     o.impair = Some(bad);
-    let sent = send(&o);
-    let got = h.join().unwrap();
-    let got = got.expect("receive");
-    let sent = sent.expect("send");
-    assert_eq!((sent.files, got.files), (3, 3));
+    tweak(&mut o);
+    let (sent, got) = outcome(send(&o), h, "through impairment");
+    assert_eq!((sent.files, got.files), (files.len(), files.len()));
     same_tree(&tree, &dst.path().join("t"));
 }
 
+#[test]
+fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
+    let files = [("a", 150_001), ("b/c", 77_777), ("empty", 0)];
+    through_impairment(11, &files, 2, |o| o.block_size = 32 << 10);
+}
+
 /// Four channels running one BBR model (`--couple`) move files byte-exact through
-/// 10 % loss, duplication and reordering: the members' shared model, its lock and
-/// its one clock hold up under real threads.
+/// the same impairments: the members' shared model, its lock and its one clock
+/// hold up under real threads.
 #[test]
 fn coupled_bbr_channels_move_files_byte_exact_through_loss() {
-    let bad = longhaul_net::Impairment {
-        loss: 0.10,
-        duplicate: 0.05,
-        reorder: 0.10,
-        corrupt: 0.0,
-        seed: 12,
-    };
-    let src = tempfile::tempdir().unwrap();
-    let tree = src.path().join("t");
-    write(&tree.join("a"), 1_500_001, 4);
-    write(&tree.join("b"), 700_000, 5);
-    let dst = tempfile::tempdir().unwrap();
-    let (addr, h) = receiver(RecvOptions {
-        impair: Some(bad),
-        ..recv_opts(dst.path(), "k")
+    through_impairment(12, &[("a", 1_500_001), ("b", 700_000)], 4, |o| {
+        o.block_size = 64 << 10;
+        o.udt.rate_control =
+            RateControl::from_name("bbr-lh", o.udt.rate_control.udt_config()).unwrap();
+        o.couple = true;
     });
-    let mut o = send_opts(vec![tree.clone()], addr, "k", 4);
-    o.block_size = 64 << 10;
-    o.impair = Some(bad);
-    o.udt.rate_control = RateControl::from_name("bbr-lh", o.udt.rate_control.udt_config()).unwrap();
-    o.couple = true;
-    let (sent, got) = outcome(send(&o), h, "coupled");
-    assert_eq!((sent.files, got.files), (2, 2));
-    same_tree(&tree, &dst.path().join("t"));
 }
 
 /// The sender's datagrams have a payload byte flipped now and then, past UDP's

@@ -66,7 +66,7 @@ const PAIR_EVERY: f64 = 16.0;
 const UNMEASURED_CAPACITY_PPS: u32 = 1000;
 /// A member's receiver reading counts toward its group's sample for this long: two
 /// of the receiver's full-ACK periods (UDT4's SYN, 10 ms), so a member whose ACKs
-/// stop (a hole holds its cumulative ACK) drops out of the sum.
+/// stop (a hole holds its cumulative ACK) drops out of the median.
 const READING_FRESH: Duration = Duration::from_millis(20);
 
 /// Where a packet sent and not yet cumulatively acknowledged is.
@@ -119,11 +119,13 @@ impl Model {
 
     /// Member `me`'s receiver reads `r` at `now`: the model's bandwidth sample. A
     /// lone sender's is its reading. A group's is the median of its members' fresh
-    /// readings times their number, and no more than the link's capacity as this
-    /// member's receiver measures it with packet pairs. Not their sum: a reading is the spacing of
-    /// a member's last 16 arrivals, and a member whose packets came back to back
-    /// while the others were stalled reads the whole link's rate, which in a sum
-    /// counts twice.
+    /// readings times the members sharing the rate ([`sharing`](Self::sharing)),
+    /// and no more than the link's capacity as this member's receiver measures it
+    /// with packet pairs. Not the readings' sum: a reading is the spacing of a
+    /// member's last 16 arrivals, and a member whose packets came back to back while
+    /// the others were stalled reads the whole link's rate, which a sum counts
+    /// twice. Not the median times the members with fresh readings: under loss the
+    /// stalled ones drop out, the sample falls with them, and every member slows.
     fn sample(&mut self, me: usize, now: Instant, r: Reading) -> f64 {
         self.readings[me] = Some((r.rate, now));
         if self.readings.len() == 1 {
@@ -143,12 +145,12 @@ impl Model {
         } else {
             (fresh[n / 2 - 1] + fresh[n / 2]) / 2.0
         };
-        // A capacity below a reading is no measurement either.
-        let sum = median * self.sharing() as f64;
+        let estimate = median * self.sharing() as f64;
+        // A capacity below a reading is no measurement (nor is none, 0).
         if r.capacity > 0.0 && r.capacity >= fresh[n - 1] {
-            sum.min(r.capacity)
+            estimate.min(r.capacity)
         } else {
-            sum
+            estimate
         }
     }
 
@@ -235,14 +237,15 @@ impl Deref for Read<'_> {
     }
 }
 
-/// Locks a group's model. A member that panicked while holding it (a bug) leaves
-/// the model as it was between two events, which the others can still use.
+/// Locks a group's model. A member that panicked while holding it (a bug) may have
+/// left it mid-update; the others carry on with it rather than panic in turn.
 fn lock(m: &Mutex<Model>) -> MutexGuard<'_, Model> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One BBR model for several UDT senders on one path: the channels of a transfer
-/// (see the module notes). Cloning it gives another handle on the same model.
+/// (see the module notes). Cloning it gives another handle on the same model, as
+/// cloning a member's [`BbrUdt`] does.
 #[derive(Debug, Clone)]
 pub struct BbrGroup {
     model: Arc<Mutex<Model>>,

@@ -420,6 +420,11 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let rate_control =
         RateControl::from_name(&a.cc, UdtConnConfig::default().rate_control.udt_config())
             .map_err(|e| Failure::input(anyhow::anyhow!("--cc: {e}")))?;
+    if a.couple && (a.transport == "tcp" || !matches!(rate_control, RateControl::Bbr(_))) {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--couple: only UDT channels running BBR share a model; use it with --cc bbr-lh, bbr or bbr-v3 over UDT, or leave it out"
+        )));
+    }
     if let Some(p) = &a.block_log {
         crate::writable("block-log", p)?;
     }

@@ -1007,6 +1007,31 @@ fn send_and_recv_over_loopback() {
             &["--token-file", "tok", "src", "src", "127.0.0.1:9"],
             "would both be `src/",
         ),
+        // a shared model for controls that have none to share.
+        (
+            &[
+                "--token-file",
+                "tok",
+                "--couple",
+                "--cc",
+                "udt",
+                "src",
+                "127.0.0.1:9",
+            ],
+            "--couple: only UDT channels running BBR",
+        ),
+        (
+            &[
+                "--token-file",
+                "tok",
+                "--couple",
+                "--transport",
+                "tcp",
+                "src",
+                "127.0.0.1:9",
+            ],
+            "--couple: only UDT channels running BBR",
+        ),
     ];
     for (args, want) in cases {
         let o = longhaul(&[&["send"], *args].concat(), dir.path());

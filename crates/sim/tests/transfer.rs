@@ -321,6 +321,14 @@ fn bad_transfers_are_refused_with_the_key() {
             "transfer[0].content",
         ),
         (
+            "files = { count = 1, size = \"1MB\" }\ncouple = true",
+            "transfer[0].couple",
+        ),
+        (
+            "files = { count = 1, size = \"1MB\" }\ntransport = \"udt\"\ncouple = true",
+            "transfer[0].couple",
+        ),
+        (
             "files = { count = 1, size = \"1MB\" }\ntool = \"scp\"",
             "transfer[0].tool",
         ),

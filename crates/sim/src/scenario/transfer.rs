@@ -30,6 +30,7 @@ use serde::Deserialize;
 use super::{parse_rate, parse_size, Loader, ScenarioError, TcpFlowFile, UdtFlowFile};
 use crate::app::{FlowSpec, HostLimits, TcpFlowSpec, Tool, TransferSpec, UdtFlowSpec};
 use crate::topology::Topology;
+use longhaul_proto::udt::RateControl;
 use longhaul_proto::{Bandwidth, Instant};
 
 /// Most channels one transfer may open.
@@ -313,11 +314,24 @@ impl Loader<'_> {
                     "from, to, start and size are the transfer's own keys, not its channels'",
                 ));
             }
-            FlowSpec::Udt(UdtFlowSpec {
+            let spec = UdtFlowSpec {
                 size: None,
                 ..self.udt_flow(&k("udt"), &u, from, to, start, seed)?
-            })
+            };
+            if t.couple == Some(true) && !matches!(spec.config.rate_control, RateControl::Bbr(_)) {
+                return Err(self.err(
+                    k("couple"),
+                    "only channels running BBR share a model: set udt = { cc = \"bbr-lh\" } (or \"bbr\", \"bbr-v3\"), or leave couple out",
+                ));
+            }
+            FlowSpec::Udt(spec)
         } else {
+            if t.couple == Some(true) {
+                return Err(self.err(
+                    k("couple"),
+                    "only UDT channels running BBR share a model: set transport = \"udt\" and udt = { cc = \"bbr-lh\" }, or leave couple out",
+                ));
+            }
             if t.udt.is_some() {
                 return Err(self.err(
                     k("udt"),

@@ -157,6 +157,9 @@ impl Model {
     /// How many members share the rate and the window: those with packets
     /// outstanding (at least one, so that a member about to send has a share).
     fn sharing(&self) -> u64 {
+        if self.busy.len() == 1 {
+            return 1; // a lone sender, asked for every packet it sends
+        }
         (self.busy.iter().filter(|&&b| b).count() as u64).max(1)
     }
 }
@@ -265,11 +268,6 @@ impl BbrGroup {
     /// The model's pacing rate, bytes per second, for all members together.
     pub fn pacing_bytes_per_sec(&self) -> f64 {
         lock(&self.model).bbr.pacing_bytes_per_sec()
-    }
-
-    /// The model's bandwidth estimate, bytes per second.
-    pub fn bandwidth(&self) -> u64 {
-        lock(&self.model).bbr.bandwidth()
     }
 }
 
@@ -572,7 +570,8 @@ impl UdtRateControl for BbrUdt {
         let m = &self.member;
         let not_in_flight = m.sent.len() as u64 - m.in_flight_pkts;
         let model = self.read();
-        (model.bbr.cwnd() / model.sharing() / m.mss + not_in_flight) as f64
+        // One division (the engine asks for every packet): ⌊⌊w/s⌋/mss⌋ = ⌊w/(s·mss)⌋.
+        (model.bbr.cwnd() / (model.sharing() * m.mss) + not_in_flight) as f64
     }
 
     fn in_slow_start(&self) -> bool {

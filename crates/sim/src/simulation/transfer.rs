@@ -311,7 +311,8 @@ impl Simulation {
                     "transfer {t}: only UDT channels carry content (TCP here counts bytes)"
                 )));
             }
-            // UDT channels with BBR share one model: to the path they are one flow.
+            // With `couple`, UDT channels running BBR share one model: to the path
+            // they are one flow.
             let group = match spec.channels.first().map(|&f| &self.flows[f]) {
                 Some(Flow::Udt(u)) if spec.couple => match u.spec.config.rate_control {
                     RateControl::Bbr(b) => Some(BbrGroup::new(
@@ -325,13 +326,13 @@ impl Simulation {
                 _ => None,
             };
             for (i, &f) in spec.channels.iter().enumerate() {
-                if let (Some(g), Flow::Udt(u)) = (&group, &mut self.flows[f]) {
-                    u.ends[0].join_rate_group(g);
-                }
                 self.channel_of[f] = Some((t as u32, i as u16));
                 self.content_flow[f] = spec.content;
                 if let Flow::Udt(u) = &mut self.flows[f] {
                     u.unsent = 0; // its data comes from the transfer
+                    if let Some(g) = &group {
+                        u.ends[0].join_rate_group(g);
+                    }
                 }
             }
             let port = CONTROL_PORT + t as u16;

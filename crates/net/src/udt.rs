@@ -178,6 +178,9 @@ pub struct IoCounters {
     /// The calls that returned any: with UDP GRO, one returns a run of datagrams
     /// (all of one GSO send, on loopback).
     pub runs_received: u64,
+    /// Datagrams read alone and timed by the kernel's receive stamp (the others
+    /// came in runs, or without a stamp, and are timed by the read).
+    pub stamped: u64,
     /// `ppoll` sleeps.
     pub polls: u64,
     /// `sched_yield` calls (spinning toward a deadline, or waiting for room).
@@ -199,6 +202,7 @@ impl core::ops::AddAssign for IoCounters {
         self.recvs += b.recvs;
         self.datagrams_received += b.datagrams_received;
         self.runs_received += b.runs_received;
+        self.stamped += b.stamped;
         self.polls += b.polls;
         self.yields += b.yields;
     }
@@ -384,6 +388,9 @@ impl UdtSocket {
         // UDP GRO (Linux 5.0 and later): a run of equal-sized datagrams from the
         // peer comes up in one read. Refused, each comes alone, as before.
         let _ = setsockopt(&sock, sockopt::UdpGroSegment, &true);
+        // The kernel's receive time of each datagram (or run), for UDT's rate
+        // estimates (see `arrivals`). Refused, datagrams are timed when read.
+        let _ = setsockopt(&sock, sockopt::ReceiveTimestampns, &true);
         UdtSocket {
             faults: None,
             protect: None,
@@ -394,7 +401,7 @@ impl UdtSocket {
             clock,
             tx: vec![0u8; 1 << 16],
             rx: vec![0u8; 1 << 16],
-            cmsg: nix::cmsg_space!(libc_int),
+            cmsg: nix::cmsg_space!(libc_int, TimeSpec),
             arrivals: Arrivals::default(),
             connected: false,
             failed: false,
@@ -864,18 +871,21 @@ impl UdtSocket {
                     MsgFlags::MSG_DONTWAIT,
                 )
                 .map(|m| {
-                    let seg = m.cmsgs().ok().and_then(|mut c| {
-                        c.find_map(|c| match c {
-                            ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
-                            _ => None,
-                        })
-                    });
-                    (m.bytes, seg, m.flags.contains(MsgFlags::MSG_TRUNC))
+                    let (mut seg, mut stamp) = (None, None);
+                    for c in m.cmsgs().into_iter().flatten() {
+                        match c {
+                            ControlMessageOwned::UdpGroSegments(s) => seg = usize::try_from(s).ok(),
+                            ControlMessageOwned::ScmTimestampns(t) => stamp = Some(t),
+                            _ => {}
+                        }
+                    }
+                    (m.bytes, seg, stamp, m.flags.contains(MsgFlags::MSG_TRUNC))
                 })
             };
             match got {
-                Ok((n, seg, truncated)) => {
+                Ok((n, seg, stamp, truncated)) => {
                     let now = self.clock.now();
+                    let stamp = stamp.map(|t| self.clock.from_wall(StdDuration::from(t)));
                     let seg = seg.filter(|&s| s > 0).unwrap_or(n.max(1));
                     if truncated {
                         // Longer than any datagram UDT sends: not from our peer.
@@ -885,7 +895,10 @@ impl UdtSocket {
                     // UDT's rate estimates.
                     let k = n.div_ceil(seg);
                     self.io.runs_received += 1;
-                    let times = self.arrivals.run(now, k);
+                    if k == 1 && stamp.is_some() {
+                        self.io.stamped += 1;
+                    }
+                    let times = self.arrivals.run(now, k, stamp);
                     for (i, at) in (0..n).step_by(seg).enumerate() {
                         let len = seg.min(n - at);
                         self.io.datagrams_received += 1;

@@ -80,6 +80,14 @@ fn a_stream_arrives_byte_exact_over_loopback() {
         received.runs_received,
         received.datagrams_received
     );
+    // Kernel receive stamps (SO_TIMESTAMPNS): a datagram read alone (a sender's
+    // run of one) is timed by when it came, not when it was read.
+    assert!(
+        received.stamped > 0 && received.stamped <= received.runs_received,
+        "{} of {} reads timed by the kernel's stamp",
+        received.stamped,
+        received.runs_received
+    );
     // System calls per data packet, by the drivers' own counters: every send,
     // recvmsg (the empty one ending each drain included), ppoll and sched_yield
     // over the datagrams this end sent (sender) or received (receiver). Measured

@@ -643,6 +643,14 @@ impl Bbr {
         };
     }
 
+    /// Bounds the bandwidth estimate by `max`, bytes per second, known from
+    /// outside the model: samples already in the filter above it are lowered to
+    /// it. (Not in Linux or the draft; a UDT group uses it for its link's
+    /// capacity, see `bbr_udt`.)
+    pub fn limit_bandwidth(&mut self, max: u64) {
+        self.bw.limit(max);
+    }
+
     /// Linux `bbr_set_pacing_rate`: never lower the rate in Startup, so one low
     /// sample cannot slow the climb.
     fn set_pacing_rate(&mut self, bw: u64) {

@@ -40,7 +40,7 @@
 //! the bottleneck at its queue (0.42 % as one group). Channels that join one
 //! [`BbrGroup`] run one model instead, as one flow would: its bandwidth sample is
 //! the median of the members' fresh receiver readings times the members sharing,
-//! capped by the link's capacity as the receiver's packet pairs measure it; it
+//! bounded by the link's rate as the receivers' packet pairs measure it; it
 //! counts their deliveries, losses and packets in flight together; and each member
 //! paces at its share of the model's rate and keeps its share of the window (the
 //! members with packets outstanding share equally). A sender alone is BBR on UDT
@@ -94,8 +94,8 @@ struct Model {
     bbr: Bbr,
     sampler: RateSampler,
     in_flight_pkts: u64,
-    /// Per member: its latest reading (bytes per second) and when it came.
-    readings: Vec<Option<(f64, Instant)>>,
+    /// Per member: its receiver's latest reading and when it came.
+    readings: Vec<Option<(Reading, Instant)>>,
     /// Per member: whether it has packets sent and not yet acknowledged.
     busy: Vec<bool>,
 }
@@ -120,37 +120,52 @@ impl Model {
     /// Member `me`'s receiver reads `r` at `now`: the model's bandwidth sample. A
     /// lone sender's is its reading. A group's is the median of its members' fresh
     /// readings times the members sharing the rate ([`sharing`](Self::sharing)),
-    /// and no more than the link's capacity as this member's receiver measures it
-    /// with packet pairs. Not the readings' sum: a reading is the spacing of a
-    /// member's last 16 arrivals, and a member whose packets came back to back while
-    /// the others were stalled reads the whole link's rate, which a sum counts
-    /// twice. Not the median times the members with fresh readings: under loss the
-    /// stalled ones drop out, the sample falls with them, and every member slows.
-    fn sample(&mut self, me: usize, now: Instant, r: Reading) -> f64 {
-        self.readings[me] = Some((r.rate, now));
+    /// and no more than the link: the median of the capacities the members'
+    /// receivers measure with packet pairs, or the highest fresh reading if that
+    /// is more (a member whose packets arrived back to back reads the link's
+    /// spacing too, and the two differ by the receivers' timing noise).
+    /// - Not the readings' sum: a reading is the spacing of a member's last 16
+    ///   arrivals, and a member whose packets came back to back reads the whole
+    ///   link's rate, which a sum counts twice.
+    /// - Not the median times the members with fresh readings: under loss the
+    ///   stalled ones drop out, the sample falls with them, and every member slows.
+    /// - Not one receiver's capacity: in a real run one of four read 2.9 Gb/s on a
+    ///   1 Gb/s link, and as the group's bound let its estimate up to it.
+    ///
+    /// The link, once known, also bounds what the model's filter already holds
+    /// (see `finish`): the group's first samples, in Startup before any receiver
+    /// has measured it, are unbounded (four members reading the link's rate give
+    /// four times it, and the filter held that for ten rounds in a real run).
+    fn sample(&mut self, me: usize, now: Instant, r: Reading) -> Sample {
+        self.readings[me] = Some((r, now));
         if self.readings.len() == 1 {
-            return r.rate;
+            return Sample {
+                rate: r.rate,
+                link: None,
+            };
         }
-        let mut fresh: Vec<f64> = self
+        let fresh: Vec<Reading> = self
             .readings
             .iter()
             .flatten()
             .filter(|(_, at)| now.saturating_duration_since(*at) <= READING_FRESH)
             .map(|&(r, _)| r)
             .collect();
-        fresh.sort_by(f64::total_cmp);
-        let n = fresh.len();
-        let median = if n % 2 == 1 {
-            fresh[n / 2]
-        } else {
-            (fresh[n / 2 - 1] + fresh[n / 2]) / 2.0
-        };
-        let estimate = median * self.sharing() as f64;
-        // A capacity below a reading is no measurement (nor is none, 0).
-        if r.capacity > 0.0 && r.capacity >= fresh[n - 1] {
-            estimate.min(r.capacity)
-        } else {
-            estimate
+        let rates: Vec<f64> = fresh.iter().map(|r| r.rate).collect();
+        let capacities: Vec<f64> = fresh
+            .iter()
+            .map(|r| r.capacity)
+            .filter(|&c| c > 0.0)
+            .collect();
+        let estimate = median(rates.clone()) * self.sharing() as f64;
+        // No capacity measured yet (all 0): no bound.
+        let link = (!capacities.is_empty()).then(|| {
+            let highest = rates.iter().copied().fold(0.0, f64::max);
+            median(capacities).max(highest)
+        });
+        Sample {
+            rate: link.map_or(estimate, |l| estimate.min(l)),
+            link,
         }
     }
 
@@ -161,6 +176,25 @@ impl Model {
             return 1; // a lone sender, asked for every packet it sends
         }
         (self.busy.iter().filter(|&&b| b).count() as u64).max(1)
+    }
+}
+
+/// A group's bandwidth sample, and the link's rate that bounds it if known
+/// (bytes per second).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    rate: f64,
+    link: Option<f64>,
+}
+
+/// The median of `v` (not empty; the mean of the middle two if even).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 
@@ -396,7 +430,13 @@ impl Member {
             .map(|s| now.saturating_duration_since(s.st.sent_time()));
         let min_rtt = model.bbr.min_rtt();
         let rs = model.sampler.finish_ack(now, prior_in_flight, rtt, min_rtt);
-        let rate = reading.map(|r| model.sample(self.me, now, r));
+        let sample = reading.map(|r| model.sample(self.me, now, r));
+        // Samples taken before the link's rate was known (a group's first, in
+        // Startup) are held by the filter for ten rounds: bound them now.
+        if let Some(link) = sample.and_then(|s| s.link) {
+            model.bbr.limit_bandwidth(link as u64);
+        }
+        let rate = sample.map(|s| s.rate);
         let in_flight = self.group_in_flight(model);
         let delivered = model.sampler.delivered();
         model
@@ -679,22 +719,75 @@ mod tests {
     /// Hand-worked: four busy members read 250, 250, 260 and 1000 Mb/s within
     /// 20 ms (the last came back to back while the others were stalled). The
     /// sample is the median (255) times the four sharing, 1020 Mb/s, where their
-    /// sum would be 1760; with the receiver's packet pairs measuring 1000 Mb/s it
-    /// is capped there. A reading 21 ms old no longer counts toward the median.
+    /// sum would be 1760; with a receiver's packet pairs measuring 1000 Mb/s it is
+    /// bounded there. A reading 21 ms old no longer counts toward the median.
     #[test]
     fn a_group_samples_the_median_reading_times_its_members() {
         let mut m = busy_model(4);
-        let mbps = |x: f64| x * 8e-6;
-        m.sample(0, ms(100), reading(250.0, 0.0));
-        m.sample(1, ms(105), reading(250.0, 0.0));
-        m.sample(2, ms(110), reading(260.0, 0.0));
-        assert!((mbps(m.sample(3, ms(115), reading(1000.0, 0.0))) - 1020.0).abs() < 1e-6);
-        assert!((mbps(m.sample(3, ms(116), reading(1000.0, 1000.0))) - 1000.0).abs() < 1e-6);
+        let mut mbps = |me: usize, at: u64, r: Reading| {
+            let s = m.sample(me, ms(at), r);
+            (s.rate * 8e-6, s.link.map(|l| l * 8e-6))
+        };
+        mbps(0, 100, reading(250.0, 0.0));
+        mbps(1, 105, reading(250.0, 0.0));
+        mbps(2, 110, reading(260.0, 0.0));
+        let near = |(got, link): (f64, Option<f64>), want: f64, want_link: Option<f64>| {
+            assert!((got - want).abs() < 1e-6, "{got} Mb/s, not {want}");
+            assert_eq!(link.map(|l| l.round()), want_link);
+        };
+        near(mbps(3, 115, reading(1000.0, 0.0)), 1020.0, None);
+        near(mbps(3, 116, reading(1000.0, 1000.0)), 1000.0, Some(1000.0));
         // At 121 ms member 0's reading (100 ms) is stale: the median of 250, 260 and
         // 1000 is 260, times the four still sharing.
-        assert!((mbps(m.sample(3, ms(121), reading(1000.0, 0.0))) - 1040.0).abs() < 1e-6);
-        // A capacity below a reading is the receiver's initial guess, not a cap.
-        assert!((mbps(m.sample(3, ms(122), reading(1000.0, 12.0))) - 1040.0).abs() < 1e-6);
+        near(mbps(3, 121, reading(1000.0, 0.0)), 1040.0, None);
+        // A capacity below a reading is timing noise: the reading bounds the link.
+        near(mbps(3, 122, reading(1000.0, 12.0)), 1000.0, Some(1000.0));
+    }
+
+    /// Hand-worked, as a real run's readings were (kernel-stamped, each member's
+    /// packets arriving back to back): four members read 970-1000 Mb/s, the link's
+    /// rate, and three of their receivers measure capacities of 950, 960 and (one
+    /// astray) 2900 Mb/s. The median reading times four is 3940 Mb/s; the link is
+    /// the median capacity, 960, or the highest reading, 1000, if more.
+    #[test]
+    fn a_groups_link_is_its_members_median_capacity() {
+        let mut m = busy_model(4);
+        m.sample(0, ms(100), reading(990.0, 950.0));
+        m.sample(1, ms(101), reading(980.0, 960.0));
+        m.sample(2, ms(102), reading(1000.0, 2900.0));
+        let s = m.sample(3, ms(103), reading(970.0, 0.0));
+        assert!((s.rate * 8e-6 - 1000.0).abs() < 1e-6, "{}", s.rate * 8e-6);
+        assert!((s.link.unwrap() * 8e-6 - 1000.0).abs() < 1e-6);
+    }
+
+    /// A group's first samples, before any receiver has measured the link, are
+    /// unbounded (four members reading 1000 Mb/s give 4000); the first full ACK
+    /// that brings a capacity bounds what the model's filter already holds.
+    #[test]
+    fn a_measured_link_bounds_the_estimate_already_held() {
+        let g = BbrGroup::new(BbrConfig::default(), MSS, 4, Instant::ZERO);
+        let mut members: Vec<BbrUdt> = (0..4)
+            .map(|i| BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(99 + 1000 * i)))
+            .collect();
+        let pps = |mbps: f64| (mbps * 1e6 / 8.0 / f64::from(MSS)) as u32;
+        for (i, m) in members.iter_mut().enumerate() {
+            for k in 0..20 {
+                m.on_packet_sent(ms(1), UdtSeqNumber::new(100 + 1000 * i as u32 + k));
+            }
+        }
+        for (i, m) in members.iter_mut().enumerate() {
+            let ack = UdtSeqNumber::new(110 + 1000 * i as u32);
+            m.on_ack(ms(51), ack, &inputs(pps(1000.0), 0));
+        }
+        let held = |m: &BbrUdt| m.read().bbr.bandwidth() as f64 * 8e-6;
+        assert!(held(&members[0]) > 3900.0, "{}", held(&members[0]));
+        // Member 0's receiver now measures the link at 1000 Mb/s.
+        members[0].on_ack(
+            ms(52),
+            UdtSeqNumber::new(115),
+            &inputs(pps(1000.0), pps(1000.0)),
+        );
+        assert!(held(&members[0]) <= 1000.0, "{}", held(&members[0]));
     }
 
     /// A full ACK's inputs: the receiver's reading and capacity, packets/s.

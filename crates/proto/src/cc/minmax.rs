@@ -36,6 +36,14 @@ impl WindowedMax {
         v
     }
 
+    /// Lowers every kept sample above `v` to `v`: a bound learned from outside
+    /// the samples (their times, and so the window, are kept).
+    pub fn limit(&mut self, v: u64) {
+        for s in &mut self.s {
+            s.v = s.v.min(v);
+        }
+    }
+
     /// Adds the sample `v` taken at `t`, for a window of `win`, and returns the
     /// maximum over the window.
     pub fn update(&mut self, win: u64, t: u64, v: u64) -> u64 {
@@ -111,6 +119,22 @@ mod tests {
         m.update(10, 1, 3);
         assert_eq!(m.update(10, 2, 9), 9);
         assert_eq!(m.s, [Sample { t: 2, v: 9 }; 3]);
+    }
+
+    /// A bound lowers the samples above it and keeps their times: the bounded
+    /// peak still ages out when the peak would have.
+    #[test]
+    fn a_limit_lowers_what_is_held() {
+        let mut m = WindowedMax::default();
+        m.update(10, 0, 50);
+        m.update(10, 2, 400);
+        m.limit(100);
+        assert_eq!(m.get(), 100);
+        assert_eq!(m.update(10, 3, 80), 100);
+        assert!(
+            m.update(10, 13, 60) <= 80,
+            "the bounded peak aged out at t=13"
+        );
     }
 
     /// Against a brute-force maximum over random sample streams: never above the

@@ -195,9 +195,9 @@ pub struct SendArgs {
     cc: String,
     /// Let the channels share one BBR model (bbr, bbr-v3, bbr-lh), so that to the
     /// path they are one flow; by default each has its own, as separate flows,
-    /// which in the simulator overshoot a shared bottleneck together. Not yet the
-    /// default: real runs on a 2-core host showed no gain (docs/bbr.md, "Coupled
-    /// channels").
+    /// which overshoot a shared bottleneck together. Not yet the default: coupled
+    /// channels fill long paths without loss but collapse under heavy random loss
+    /// (5 %; docs/bbr.md, "Coupled channels").
     #[arg(long)]
     couple: bool,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels

@@ -64,11 +64,12 @@ const PAIR_EVERY: f64 = 16.0;
 /// The most a UDT receiver reports as the link's capacity before it has measured
 /// it, packets per second. Its 64 probe slots start at 1 ms, and until more than
 /// half hold pairs the median is that 1 ms; the figure is then the mean of the
-/// median and the slots within an eighth to eight times it, at least
-/// (33 × 1000 + 31 × 125) / 64 µs apart: at most 1733 packets/s (21 Mb/s of
-/// 1500-byte packets). Exactly 1000 until pairs come; values near it while they do
-/// (12-13 Mb/s in real runs at 100 Mb/s with 5 % loss, where pairs straddle losses).
-const UNMEASURED_CAPACITY_PPS: u32 = 1733;
+/// median and the slots within an eighth to eight times it. With at most 32 of
+/// the 63 slots the median is taken over below 1 ms, and the 64th free, that mean
+/// is at least (1000 + 31 × 1000 + 33 × 126) / 65 µs: at most 1798 packets/s
+/// (21.6 Mb/s of 1500-byte packets). Exactly 1000 until pairs come; values near
+/// it while they do (12-13 Mb/s in real runs at 100 Mb/s with 5 % loss).
+const UNMEASURED_CAPACITY_PPS: u32 = 1798;
 /// A member's receiver reading counts toward its group's sample for this long: two
 /// of the receiver's full-ACK periods (UDT4's SYN, 10 ms), so a member whose ACKs
 /// stop (a hole holds its cumulative ACK) drops out of the median.
@@ -815,19 +816,19 @@ mod tests {
     }
 
     /// What a receiver reports before its pairs fill half its filter (1000
-    /// packets/s, then up to 1733 as they come) is no bound; one packet/s more is
+    /// packets/s, then up to 1798 as they come) is no bound; one packet/s more is
     /// a measurement. No reading, no sample.
     #[test]
     fn an_unmeasured_capacity_is_no_cap() {
         let mss = u64::from(MSS);
-        for filling in [1000, 1080, 1733] {
+        for filling in [1000, 1080, 1798] {
             assert_eq!(
                 Reading::of(&inputs(500, filling), mss).unwrap().capacity,
                 0.0
             );
         }
-        let r = Reading::of(&inputs(500, 1734), mss).unwrap();
-        assert_eq!((r.rate, r.capacity), (500.0 * 1500.0, 1734.0 * 1500.0));
+        let r = Reading::of(&inputs(500, 1799), mss).unwrap();
+        assert_eq!((r.rate, r.capacity), (500.0 * 1500.0, 1799.0 * 1500.0));
         assert!(Reading::of(&inputs(0, 80_000), mss).is_none());
     }
 

@@ -5,8 +5,8 @@
 //! reordering, as the design notes insist). Each turn of the loop reads up to
 //! [`BATCH`] packets from each TUN, stamps them with the clock, asks the model their
 //! fate, then writes every packet whose time has come. Between turns it sleeps in
-//! `ppoll` with a nanosecond timeout until [`SPIN`] before the next departure, then
-//! busy-polls, so a packet leaves within microseconds of its time; a late wake-up
+//! `ppoll` with a nanosecond timeout until [`SPIN`] (on a timing core of its own;
+//! [`SPIN_SHARED`] otherwise) before the next departure, then busy-polls, so a packet leaves within microseconds of its time; a late wake-up
 //! releases everything due, in order (jitter, but no lost rate). How late each
 //! packet left is recorded: it is the run's health.
 
@@ -39,8 +39,22 @@ use longhaul_model::fifo::{Arrival, Direction, Verdict};
 /// Packets read from one TUN per turn of the loop, so one busy direction cannot
 /// starve the other or delay due writes.
 pub const BATCH: usize = 8;
-/// How long before a departure the loop stops sleeping and busy-polls.
-pub const SPIN: StdDuration = StdDuration::from_micros(50);
+/// How long before a departure the loop stops sleeping and busy-polls, when it
+/// runs on a timing core of its own ([`cpu::timing_cpu`]).
+///
+/// Why so long: a sleeping core of a virtual machine is woken by the hypervisor,
+/// and that wake-up can come 100-200 µs after the timer. With 50 µs here, a
+/// 100 Mb/s kernel Reno run over 50 ms (`longhaul compare --schemes reno --rate
+/// 100Mbps --rtt 50ms --loss 1e-3 --duration 10s`, 2-core VM, 2026-11-27) had
+/// timer lateness p99 57-172 µs, invalid in 2 of 6 runs; with 100 µs, 54-115 µs
+/// (1 of 3 invalid); with 200 µs, 18-45 µs in 6 runs; with 400 µs, 30-40 µs.
+/// The price is spinning on a core nothing else of the run uses (the emulator's
+/// CPU share at 100 Mb/s went from 0.08-0.23 to 0.18-0.31 of a core; the busy
+/// share, which leaves idle spinning out, did not move).
+pub const SPIN: StdDuration = StdDuration::from_micros(200);
+/// The busy-poll margin when the loop shares its core with the applications
+/// (one CPU, or steering refused): spinning there would take their time.
+pub const SPIN_SHARED: StdDuration = StdDuration::from_micros(50);
 /// The longest sleep, so a stop request is seen promptly.
 const IDLE: StdDuration = StdDuration::from_millis(20);
 /// Bytes of each packet kept in a capture.
@@ -271,6 +285,12 @@ impl Emulator {
             .steering()
             .and(cpu::timing_cpu())
             .filter(|&c| cpu::pin_to(c).is_ok());
+        let spin = if timing_cpu.is_some() {
+            SPIN
+        } else {
+            SPIN_SHARED
+        }
+        .as_nanos() as u64;
         let clock = Clock::new();
         let cpu0 = thread_cpu();
         let offload = pair.offload();
@@ -321,7 +341,6 @@ impl Emulator {
             // Sleep until just before the next departure, or until a packet comes.
             let next = queues.iter().filter_map(|q| q.front().map(|p| p.due)).min();
             let now = clock.now().as_nanos();
-            let spin = SPIN.as_nanos() as u64;
             let timeout = match next {
                 Some(t) if t <= now + spin => {
                     // Busy-poll: the next turn reads and writes again at once.

@@ -23,7 +23,7 @@
 //!   [`tun`] makes the TUN devices, whose file descriptors the emulator holds.
 //! - [`emulator`] is the real-time loop: it reads packets from both TUNs, asks the
 //!   models, and writes each packet to the other TUN when it is due (`ppoll` with a
-//!   nanosecond timeout, then a busy-poll over the last 50 µs).
+//!   nanosecond timeout, then a busy-poll over the last 200 µs).
 //! - [`cpu`] keeps the kernel's receive work for what the emulator writes off the
 //!   timing thread's core (receive packet steering, and the thread pinned to the
 //!   core the steering leaves out).

@@ -151,6 +151,75 @@ fn v3_bounds_inflight_after_excessive_loss_and_v1_does_not() {
     }
 }
 
+/// `loss_needs_queue`: lossy rounds bound inflight only over a standing queue.
+/// Hand-worked: ACKs of 25 packets, rounds of about five ACKs, a 100 ms min RTT
+/// from 40 clean ACKs; then 40 ACKs each also reporting 2 packets lost (7 % of
+/// what they account for, above v3's 2 % once the round's losses pass 2 % of the
+/// 100-packet flight, at its second ACK). If the first ACK of each round times
+/// 100 ms and the rest 150 ms (waiting behind a hole's repair), the least sample
+/// shows no queue: no bound with the gate, a bound without it (v3). If every
+/// sample times 120 ms, a queue of a fifth of the min RTT stands: bounded either
+/// way.
+#[test]
+fn a_lossy_round_bounds_inflight_only_over_a_standing_queue() {
+    let gated = BbrConfig {
+        lh: LhChanges {
+            loss_needs_queue: Some(0.1),
+            ..LhChanges::NONE
+        },
+        ..BbrConfig::v3_loss()
+    };
+    for (cfg, standing, bounded) in [
+        (gated, false, false),
+        (BbrConfig::v3_loss(), false, true),
+        (gated, true, true),
+    ] {
+        let mut b = Bbr::new(cfg, MSS, 10 * MSS, Instant::ZERO);
+        let mut delivered = 0u64;
+        // BBR's own round count: a round starts at the ACK of a packet sent after
+        // the last round started (here, one sent 100 packets earlier).
+        let mut next_round = 0u64;
+        for j in 0..80u64 {
+            let lossy = j >= 40;
+            let prior_delivered = delivered.saturating_sub(100 * MSS);
+            let starts_round = prior_delivered >= next_round;
+            if starts_round {
+                next_round = delivered + 25 * MSS;
+            }
+            let rtt_ms = match (lossy, standing) {
+                (false, _) => 100,
+                (true, true) => 120,
+                // The round's first ACK comes straight through; the rest wait.
+                (true, false) if starts_round => 100,
+                (true, false) => 150,
+            };
+            let lost = if lossy { 2 * MSS } else { 0 };
+            let rs = RateSample {
+                delivered: 25 * MSS,
+                interval: Duration::from_millis(25),
+                prior_delivered,
+                newly_acked: 25 * MSS,
+                newly_lost: lost,
+                losses: lost > 0,
+                prior_in_flight: 100 * MSS,
+                rtt: Some(Duration::from_millis(rtt_ms)),
+                ..RateSample::default()
+            };
+            delivered += 25 * MSS;
+            let before = b.round_count();
+            b.update(ms(j * 25), &rs, delivered, 100 * MSS);
+            assert_eq!(b.round_count() != before, starts_round, "ACK {j}");
+        }
+        assert_eq!(b.min_rtt(), Some(Duration::from_millis(100)));
+        assert_eq!(
+            b.inflight_hi().is_some(),
+            bounded,
+            "gate {:?}, standing queue {standing}",
+            cfg.lh.loss_needs_queue
+        );
+    }
+}
+
 proptest! {
     /// Whatever the acknowledgements say (rates, RTTs, losses, timeouts, app
     /// limits), the pacing rate and window stay finite and positive.

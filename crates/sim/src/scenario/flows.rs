@@ -552,6 +552,10 @@ impl Loader<'_> {
         if let Some(q) = fraction("startup_queue_exit", f.startup_queue_exit, 10.0)? {
             b.lh.startup_queue_exit = (q > 0.0).then_some(q);
         }
+        if let Some(q) = fraction("loss_needs_queue", f.loss_needs_queue, 10.0)? {
+            // 0 is kept as set: a coupled group then leaves the gate off.
+            b.lh.loss_needs_queue = Some(q);
+        }
         if let Some(g) = fraction("startup_growth", f.startup_growth, 4.0)? {
             if g < 1.0 {
                 return Err(self.err(

@@ -426,6 +426,8 @@ pub(super) struct BbrFile {
     pub(super) startup_growth: Option<f64>,
     pub(super) pacing_margin: Option<f64>,
     pub(super) cwnd_gain: Option<f64>,
+    /// 0 lets every lossy round bound inflight (v3), a coupled group's too.
+    pub(super) loss_needs_queue: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -196,8 +196,8 @@ pub struct SendArgs {
     /// Let the channels share one BBR model (bbr, bbr-v3, bbr-lh), so that to the
     /// path they are one flow; by default each has its own, as separate flows,
     /// which overshoot a shared bottleneck together. Not yet the default: coupled
-    /// channels fill long paths without loss but carry a third as much under heavy
-    /// random loss (5 %; docs/bbr.md, "Coupled channels").
+    /// channels fill long paths without loss but carry two thirds as much under
+    /// heavy random loss (5 %; docs/bbr.md, "Coupled channels").
     #[arg(long)]
     couple: bool,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels

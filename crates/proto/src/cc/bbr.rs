@@ -139,7 +139,7 @@ pub struct LhChanges {
     /// as "not set" and 0 as "off"). Off in [`LhChanges::ALL`]: a lone
     /// flow lost 2.7-3.3 % at 100 and 200 ms with 1 % loss, and four channels each
     /// with its own model collapsed at 1 ms (275 to 57 Mb/s); a coupled group of
-    /// `bbr-lh` channels turns it on (`bbr_udt::GROUP_LOSS_NEEDS_QUEUE`).
+    /// `bbr-lh` channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`]).
     pub loss_needs_queue: Option<f64>,
 }
 

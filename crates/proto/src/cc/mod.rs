@@ -45,7 +45,7 @@ mod westwood;
 pub use aimd::{Aimd, Response};
 pub use ar_udt::{ArUdt, ArUdtConfig, SpwScope};
 pub use bbr::{Bbr, BbrConfig, BbrMode, LhChanges};
-pub use bbr_udt::{BbrGroup, BbrUdt};
+pub use bbr_udt::{BbrGroup, BbrUdt, GROUP_LOSS_NEEDS_QUEUE};
 pub use bic::Bic;
 pub use cubic::{Cubic, CubicConfig};
 pub use delivery_rate::{RateSample, RateSampler, SendState};

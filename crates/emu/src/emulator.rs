@@ -6,9 +6,10 @@
 //! [`BATCH`] packets from each TUN, stamps them with the clock, asks the model their
 //! fate, then writes every packet whose time has come. Between turns it sleeps in
 //! `ppoll` with a nanosecond timeout until [`SPIN`] (on a timing core of its own;
-//! [`SPIN_SHARED`] otherwise) before the next departure, then busy-polls, so a packet leaves within microseconds of its time; a late wake-up
-//! releases everything due, in order (jitter, but no lost rate). How late each
-//! packet left is recorded: it is the run's health.
+//! [`SPIN_SHARED`] otherwise) before the next departure, then busy-polls, so a
+//! packet leaves within microseconds of its time; a late wake-up releases
+//! everything due, in order (jitter, but no lost rate). How late each packet left
+//! is recorded: it is the run's health.
 
 use std::collections::VecDeque;
 use std::fs::File;

@@ -132,14 +132,16 @@ pub struct LhChanges {
     /// UDT flow's samples wait behind a hole's repair and would show a queue that
     /// is not there. Loss with no queue behind it is not this flow's overshoot
     /// (a lossy link drops at random), and bounding inflight for it leaves the
-    /// pipe part empty: the same reading of delay beside loss as TCP Veno's (Fu and Liew, "TCP Veno: TCP Enhancement for Transmission over
-    /// Wireless Access Networks", IEEE JSAC 21(2), 2003). Flows that overshoot a
-    /// shared bottleneck fill its queue first, so their losses still bound them.
-    /// `None` or 0: v3, every lossy round counts (a coupled group takes `None`
-    /// as "not set" and 0 as "off"). Off in [`LhChanges::ALL`]: a lone
-    /// flow lost 2.7-3.3 % at 100 and 200 ms with 1 % loss, and four channels each
-    /// with its own model collapsed at 1 ms (275 to 57 Mb/s); a coupled group of
-    /// `bbr-lh` channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`]).
+    /// pipe part empty: the same reading of delay beside loss as TCP Veno's (Fu
+    /// and Liew, "TCP Veno: TCP Enhancement for Transmission over Wireless Access
+    /// Networks", IEEE JSAC 21(2), 2003). Flows that overshoot a shared
+    /// bottleneck fill its queue first, so their losses still bound them.
+    ///
+    /// `None` or 0: v3, every lossy round counts (a coupled group takes `None` as
+    /// "not set" and 0 as "off"). Off in [`LhChanges::ALL`]: a lone flow lost
+    /// 2.7-3.3 % at 100 and 200 ms with 1 % loss, and four channels each with its
+    /// own model collapsed at 1 ms (275 to 57 Mb/s); a coupled group of `bbr-lh`
+    /// channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`]).
     pub loss_needs_queue: Option<f64>,
 }
 
@@ -781,7 +783,6 @@ impl super::CongestionControl for Bbr {
     }
 }
 
-/// SplitMix64's output function: a seeded choice without a global RNG.
 /// Whether `rtt` is more than `fraction` above `min`; false if either is unknown.
 fn above(rtt: Option<Duration>, min: Option<Duration>, fraction: f64) -> bool {
     match (rtt, min) {
@@ -790,6 +791,7 @@ fn above(rtt: Option<Duration>, min: Option<Duration>, fraction: f64) -> bool {
     }
 }
 
+/// SplitMix64's output function: a seeded choice without a global RNG.
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -299,16 +299,17 @@ pub struct BbrGroup {
 ///
 /// Why a group and not every `bbr-lh` flow: a group is the transfer's one model,
 /// and under heavy random loss v3's bound (2 %, exceeded every round at 5 %) held
-/// its one window to 0.7-1 BDP. In the simulator (100 Mb/s x 20 ms, 5 % loss on the
-/// data's way, 4 channels, periodic NAKs, seeds 1 and 2) the group carried 38.9 and 39.5
-/// Mb/s with v3's bound, 68.3 and 69.2 with this, 78.3 and 85.5 with no bound at
-/// all; four models carry 92. Through `longhaul emu` (5 % both ways, 3 runs),
-/// 59.4-61.5 Mb/s against 35.1 without it. On the study's channel grid it also lifts the group
-/// at 1 % loss (1 ms: 452 to 540 Mb/s; 150 ms: 398 to 438) and costs at most 2.4 %
-/// elsewhere. Four channels each with its own model, given it, collapsed at 1 ms
-/// (275 to 57 Mb/s): each reads the whole link, so loss without a standing queue
-/// is their own overshoot there. A value from 0.02 to 0.25 gave the same results;
-/// 0.1 is a tenth of the path's RTT, above a real path's timing noise.
+/// its one window to 0.7-1 BDP. In the simulator (100 Mb/s x 20 ms, 5 % loss on
+/// the data's way, 4 channels, periodic NAKs, seeds 1 and 2) the group carried
+/// 38.9 and 39.5 Mb/s with v3's bound, 68.3 and 69.2 with this, 78.3 and 85.5
+/// with no bound at all; four models carry 92. Through `longhaul emu` (5 % both
+/// ways, 3 runs), 59.4-61.5 Mb/s against 35.1 without it. On the study's channel
+/// grid it also lifts the group at 1 % loss (1 ms: 452 to 540 Mb/s; 150 ms: 398
+/// to 438) and costs at most 2.4 % elsewhere. Four channels each with its own
+/// model, given it, collapsed at 1 ms (275 to 57 Mb/s): each reads the whole
+/// link, so loss without a standing queue is their own overshoot there. A value
+/// from 0.02 to 0.25 gave the same results; 0.1 is a tenth of the path's RTT,
+/// above a real path's timing noise.
 pub const GROUP_LOSS_NEEDS_QUEUE: f64 = 0.1;
 
 impl BbrGroup {

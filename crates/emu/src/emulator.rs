@@ -46,7 +46,9 @@ pub const BATCH: usize = 8;
 /// Why so long: a sleeping core of a virtual machine is woken by the hypervisor,
 /// and that wake-up can come 100-200 µs after the timer. With 50 µs here, a
 /// 100 Mb/s kernel Reno run over 50 ms (`longhaul compare --schemes reno --rate
-/// 100Mbps --rtt 50ms --loss 1e-3 --duration 10s`, 2-core VM, 2026-11-27) had
+/// 100Mbps --rtt 50ms --loss 1e-3 --duration 10s`, 2-core VM, 2026-11-27; the
+/// margin was read from the environment in a scratch build, so reproducing a
+/// row means changing this constant) had
 /// timer lateness p99 57-172 µs, invalid in 2 of 6 runs; with 100 µs, 54-115 µs
 /// (1 of 3 invalid); with 200 µs, 18-45 µs in 6 runs; with 400 µs, 30-40 µs.
 /// The price is spinning on a core nothing else of the run uses (the emulator's

@@ -138,10 +138,9 @@ pub struct LhChanges {
     /// bottleneck fill its queue first, so their losses still bound them.
     ///
     /// `None` or 0: v3, every lossy round counts (a coupled group takes `None` as
-    /// "not set" and 0 as "off"). Off in [`LhChanges::ALL`]: a lone flow lost
-    /// 2.7-3.3 % at 100 and 200 ms with 1 % loss, and four channels each with its
-    /// own model collapsed at 1 ms (275 to 57 Mb/s); a coupled group of `bbr-lh`
-    /// channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`]).
+    /// "not set" and 0 as "off"). Off in [`LhChanges::ALL`]; a coupled group of
+    /// `bbr-lh` channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`] says
+    /// why there and not for every flow).
     pub loss_needs_queue: Option<f64>,
 }
 

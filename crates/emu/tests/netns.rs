@@ -272,3 +272,61 @@ fn tcp_bytes_survive_segmentation_and_coalescing() {
     assert_eq!(report.health.malformed, 0);
     assert!(got.len() == data.len() && got == *data, "the bytes differ");
 }
+
+/// The timing thread keeps a core of its own (`longhaul_emu::cpu`): the kernel's
+/// receive work for both devices is steered to the other CPUs, what runs in the
+/// namespaces stays off the timing CPU, the emulator pins itself there, and the
+/// thread that made the pair gets its CPUs back afterwards. What this buys beside
+/// a busy process is a measurement, not a test (`docs/emulator.md`): on a VM, the
+/// host's own noise decides whether one given run stays valid.
+#[test]
+fn the_timing_thread_keeps_a_core_of_its_own() {
+    use longhaul_emu::emulator::TUN_NAME;
+    let _g = prerequisites();
+    let cpus = longhaul_emu::cpu::allowed();
+    let cfg = EmuConfig::symmetric(Bandwidth::from_mbps(100), PDuration::from_millis(1), 0.0, 1);
+    let (report, seen) = with_emulator(cfg, |pair| {
+        [&pair.client, &pair.server].map(|ns| {
+            let shell = format!(
+                "cat /sys/class/net/{TUN_NAME}/queues/rx-0/rps_cpus; \
+                 grep Cpus_allowed_list /proc/self/status"
+            );
+            let o = ns.command(&shell).output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        })
+    });
+    let after = cpu_list(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
+    assert_eq!(after, cpus, "the test thread did not get its CPUs back");
+    let h = &report.health;
+    let Some(&timing) = cpus.last().filter(|_| cpus.len() >= 2) else {
+        // One CPU: nothing to steer to, nothing pinned.
+        assert_eq!((h.timing_cpu, h.steering.as_deref()), (None, None));
+        return;
+    };
+    let others: Vec<usize> = cpus.iter().copied().filter(|&c| c != timing).collect();
+    let want_mask: u128 = others.iter().map(|&c| 1u128 << c).sum();
+    assert_eq!(h.timing_cpu, Some(timing), "{h:?}");
+    assert!(h.steering.is_some(), "{h:?}");
+    for (ns, out) in ["client", "server"].iter().zip(&seen) {
+        let mask = out.lines().next().unwrap_or_default().replace(',', "");
+        let mask = u128::from_str_radix(mask.trim(), 16).unwrap();
+        assert_eq!(mask, want_mask, "{ns}'s rps_cpus: {out}");
+        assert_eq!(cpu_list(out), others, "{ns}'s commands may run on: {out}");
+    }
+}
+
+/// The CPUs of the `Cpus_allowed_list:` line of a `/proc/*/status` text
+/// (`0-1,4`).
+fn cpu_list(status: &str) -> Vec<usize> {
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("a Cpus_allowed_list line");
+    let mut cpus = vec![];
+    for part in line.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap());
+    }
+    cpus
+}

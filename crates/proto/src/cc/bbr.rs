@@ -142,6 +142,18 @@ pub struct LhChanges {
     /// `bbr-lh` channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`] says
     /// why there and not for every flow).
     pub loss_needs_queue: Option<f64>,
+    /// Drain's bandwidth samples do not lower the estimate: Drain paces at 0.35 of
+    /// it by design, so what it delivers shows that pacing, not the path, and the
+    /// filter takes such a sample only if it beats the estimate (as an app-limited
+    /// one). v1 takes them: its Drain ends within a round or two, well inside the
+    /// filter's ten rounds. A UDT sender's Drain can last thirty: it ends when the
+    /// packets counted in flight fit one BDP, and after a Startup overshoot many
+    /// wait for a lost retransmission's repair, while a 1 ms path's rounds are
+    /// 10 ms full-ACK periods. Its own low samples then took the estimate down
+    /// ten rounds at a time (a coupled group at 1 Gb/s × 1 ms with 1 % loss: 1000
+    /// to 247 Mb/s before Drain ended, then, with v3's bound, about 10 Mb/s).
+    /// false: v1.
+    pub drain_holds_bw: bool,
 }
 
 impl LhChanges {
@@ -153,6 +165,7 @@ impl LhChanges {
         pacing_margin: PACING_MARGIN,
         cwnd_gain: CWND_GAIN,
         loss_needs_queue: None,
+        drain_holds_bw: false,
     };
     /// All of longhaul's changes.
     pub const ALL: LhChanges = LhChanges {
@@ -162,6 +175,7 @@ impl LhChanges {
         pacing_margin: PACING_MARGIN,
         cwnd_gain: CWND_GAIN,
         loss_needs_queue: None,
+        drain_holds_bw: true,
     };
 }
 
@@ -438,9 +452,11 @@ impl Bbr {
             self.packet_conservation = false;
         }
         let bw = rate as u64;
-        // App-limited samples understate the path: take them only if they beat
-        // the estimate.
-        if !rs.is_app_limited || bw >= self.bw.get() {
+        // App-limited samples understate the path, and so (with `drain_holds_bw`)
+        // do Drain's: take them only if they beat the estimate.
+        let understated =
+            rs.is_app_limited || (self.cfg.lh.drain_holds_bw && self.mode == BbrMode::Drain);
+        if !understated || bw >= self.bw.get() {
             self.bw.update(BW_WINDOW_ROUNDS, self.round_count, bw);
         }
     }

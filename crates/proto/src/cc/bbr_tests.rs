@@ -220,6 +220,46 @@ fn a_lossy_round_bounds_inflight_only_over_a_standing_queue() {
     }
 }
 
+/// `drain_holds_bw`: Drain's samples, paced at 0.35 of the estimate by design, do
+/// not lower it. Hand-worked: one ACK a round (each delivers what was sent after
+/// the last round began), a 10 ms RTT, readings of 10 MB/s for five rounds
+/// (Startup finds the pipe full after three without 25 % growth), then 30 rounds
+/// at 3.5 MB/s with 1 MB in flight, ten times the 100 kB BDP, so Drain does not
+/// end. v1's filter forgets the 10 MB/s after ten rounds and holds 3.5; with the
+/// change the estimate stays 10 MB/s.
+#[test]
+fn drain_samples_do_not_lower_the_estimate() {
+    for holds in [false, true] {
+        let cfg = BbrConfig {
+            lh: LhChanges {
+                drain_holds_bw: holds,
+                ..LhChanges::NONE
+            },
+            ..BbrConfig::default()
+        };
+        let mut b = Bbr::new(cfg, MSS, 10 * MSS, Instant::ZERO);
+        let mut delivered = 0u64;
+        for j in 0..35u64 {
+            let rate = if j < 5 { 10e6 } else { 3.5e6 };
+            let rs = RateSample {
+                delivered: 100 * MSS,
+                interval: Duration::from_millis(10),
+                prior_delivered: delivered,
+                newly_acked: 100 * MSS,
+                prior_in_flight: 1000 * MSS,
+                rtt: Some(Duration::from_millis(10)),
+                ..RateSample::default()
+            };
+            delivered += 100 * MSS;
+            b.update_with_rate(ms(10 * j), &rs, Some(rate), delivered, 1000 * MSS);
+        }
+        assert_eq!(b.round_count(), 35);
+        assert_eq!(b.mode(), BbrMode::Drain, "holds {holds}");
+        let want = if holds { 10_000_000 } else { 3_500_000 };
+        assert_eq!(b.bandwidth(), want, "holds {holds}");
+    }
+}
+
 proptest! {
     /// Whatever the acknowledgements say (rates, RTTs, losses, timeouts, app
     /// limits), the pacing rate and window stay finite and positive.

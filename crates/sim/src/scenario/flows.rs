@@ -556,6 +556,9 @@ impl Loader<'_> {
             // 0 is kept as set: a coupled group then leaves the gate off.
             b.lh.loss_needs_queue = Some(q);
         }
+        if let Some(d) = f.drain_holds_bw {
+            b.lh.drain_holds_bw = d;
+        }
         if let Some(g) = fraction("startup_growth", f.startup_growth, 4.0)? {
             if g < 1.0 {
                 return Err(self.err(

@@ -428,6 +428,7 @@ pub(super) struct BbrFile {
     pub(super) cwnd_gain: Option<f64>,
     /// 0 lets every lossy round bound inflight (v3), a coupled group's too.
     pub(super) loss_needs_queue: Option<f64>,
+    pub(super) drain_holds_bw: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -142,18 +142,27 @@ pub struct LhChanges {
     /// `bbr-lh` channels turns it on ([`crate::cc::GROUP_LOSS_NEEDS_QUEUE`] says
     /// why there and not for every flow).
     pub loss_needs_queue: Option<f64>,
-    /// Drain's bandwidth samples do not lower the estimate: Drain paces at 0.35 of
-    /// it by design, so what it delivers shows that pacing, not the path, and the
-    /// filter takes such a sample only if it beats the estimate (as an app-limited
-    /// one). v1 takes them: its Drain ends within a round or two, well inside the
-    /// filter's ten rounds. A UDT sender's Drain can last thirty: it ends when the
-    /// packets counted in flight fit one BDP, and after a Startup overshoot many
-    /// wait for a lost retransmission's repair, while a 1 ms path's rounds are
-    /// 10 ms full-ACK periods. Its own low samples then took the estimate down
-    /// ten rounds at a time (a coupled group at 1 Gb/s × 1 ms with 1 % loss: 1000
-    /// to 247 Mb/s before Drain ended, then, with v3's bound, about 10 Mb/s).
-    /// false: v1.
+    /// Drain keeps the bandwidth estimate: Drain paces at 0.35 of it by design,
+    /// so what it delivers shows that pacing, not the path. Each Drain sample is
+    /// taken as the larger of itself and the estimate, which so stays, and stays
+    /// fresh, through Drain and for the filter's ten rounds after. v1 takes
+    /// Drain's samples as they are: its Drain ends within a round or two, well
+    /// inside the filter's ten rounds. A UDT sender's Drain can last thirty: it
+    /// ends when the packets counted in flight fit one BDP, after a Startup
+    /// overshoot many wait for a lost retransmission's repair, and a 1 ms path's
+    /// rounds are 10 ms full-ACK periods. Its own samples then took the estimate
+    /// down (a coupled group at 1 Gb/s × 1 ms with 1 % loss: 1000 to 247 Mb/s
+    /// before Drain ended, then, with v3's bound, about 10 Mb/s). false: v1.
     pub drain_holds_bw: bool,
+    /// A UDT sender also takes RTT samples from NAKs: the receiver sends one the
+    /// moment a packet arrives beyond a gap, so the time from that packet's send
+    /// to the NAK is a round trip that no hole delays. A cumulative ACK's sample
+    /// times the newest packet it covers, which under loss waited behind a hole
+    /// (at 5 % loss almost every one), so without these the standing RTT showed a
+    /// queue that was not there and v3's bound cut a coupled group's window
+    /// (100 Mb/s × 20 ms, 5 % loss: 68 Mb/s, and 84-86 with this and
+    /// `drain_holds_bw`'s refresh). false: ACK samples only. TCP ignores it.
+    pub nak_rtt: bool,
 }
 
 impl LhChanges {
@@ -166,6 +175,7 @@ impl LhChanges {
         cwnd_gain: CWND_GAIN,
         loss_needs_queue: None,
         drain_holds_bw: false,
+        nak_rtt: false,
     };
     /// All of longhaul's changes.
     pub const ALL: LhChanges = LhChanges {
@@ -176,6 +186,7 @@ impl LhChanges {
         cwnd_gain: CWND_GAIN,
         loss_needs_queue: None,
         drain_holds_bw: true,
+        nak_rtt: true,
     };
 }
 
@@ -348,6 +359,10 @@ impl Bbr {
     pub fn round_count(&self) -> u64 {
         self.round_count
     }
+    /// The configuration it runs.
+    pub fn config(&self) -> &BbrConfig {
+        &self.cfg
+    }
     /// v3's inflight bound, if loss set one.
     pub fn inflight_hi(&self) -> Option<u64> {
         self.inflight_hi
@@ -454,9 +469,16 @@ impl Bbr {
         let bw = rate as u64;
         // App-limited samples understate the path, and so (with `drain_holds_bw`)
         // do Drain's: take them only if they beat the estimate.
-        let understated =
-            rs.is_app_limited || (self.cfg.lh.drain_holds_bw && self.mode == BbrMode::Drain);
-        if !understated || bw >= self.bw.get() {
+        if self.cfg.lh.drain_holds_bw && self.mode == BbrMode::Drain {
+            // Drain's samples show its 0.35 pacing, not the path: the estimate is
+            // kept, and kept fresh, so it outlives a long Drain by ten rounds.
+            let held = bw.max(self.bw.get());
+            self.bw.update(BW_WINDOW_ROUNDS, self.round_count, held);
+            return;
+        }
+        // App-limited samples understate the path: take them only if they beat
+        // the estimate.
+        if !rs.is_app_limited || bw >= self.bw.get() {
             self.bw.update(BW_WINDOW_ROUNDS, self.round_count, bw);
         }
     }

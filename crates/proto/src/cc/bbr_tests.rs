@@ -220,15 +220,16 @@ fn a_lossy_round_bounds_inflight_only_over_a_standing_queue() {
     }
 }
 
-/// `drain_holds_bw`: Drain's samples, paced at 0.35 of the estimate by design, do
-/// not lower it. Hand-worked: one ACK a round (each delivers what was sent after
-/// the last round began), a 10 ms RTT, readings of 10 MB/s for five rounds
+/// `drain_holds_bw`: Drain's samples, paced at 0.35 of the estimate by design,
+/// do not lower it. Hand-worked: one ACK a round (each delivers what was sent
+/// after the last round began), a 10 ms RTT, readings of 10 MB/s for five rounds
 /// (Startup finds the pipe full after three without 25 % growth), then 30 rounds
 /// at 3.5 MB/s with 1 MB in flight, ten times the 100 kB BDP, so Drain does not
-/// end. v1's filter forgets the 10 MB/s after ten rounds and holds 3.5; with the
-/// change the estimate stays 10 MB/s.
+/// end. v1's filter forgets the 10 MB/s after ten rounds and holds 3.5. With the
+/// change the estimate stays 10 MB/s, and fresh: once what is in flight fits a
+/// BDP and ProbeBW begins, its first sample at 3.5 does not displace it.
 #[test]
-fn drain_samples_do_not_lower_the_estimate() {
+fn drain_keeps_the_estimate() {
     for holds in [false, true] {
         let cfg = BbrConfig {
             lh: LhChanges {
@@ -239,24 +240,30 @@ fn drain_samples_do_not_lower_the_estimate() {
         };
         let mut b = Bbr::new(cfg, MSS, 10 * MSS, Instant::ZERO);
         let mut delivered = 0u64;
-        for j in 0..35u64 {
-            let rate = if j < 5 { 10e6 } else { 3.5e6 };
+        let mut round = |b: &mut Bbr, j: u64, rate: f64, in_flight: u64| {
             let rs = RateSample {
                 delivered: 100 * MSS,
                 interval: Duration::from_millis(10),
                 prior_delivered: delivered,
                 newly_acked: 100 * MSS,
-                prior_in_flight: 1000 * MSS,
+                prior_in_flight: in_flight,
                 rtt: Some(Duration::from_millis(10)),
                 ..RateSample::default()
             };
             delivered += 100 * MSS;
-            b.update_with_rate(ms(10 * j), &rs, Some(rate), delivered, 1000 * MSS);
+            b.update_with_rate(ms(10 * j), &rs, Some(rate), delivered, in_flight);
+        };
+        for j in 0..35u64 {
+            let rate = if j < 5 { 10e6 } else { 3.5e6 };
+            round(&mut b, j, rate, 1000 * MSS);
         }
         assert_eq!(b.round_count(), 35);
         assert_eq!(b.mode(), BbrMode::Drain, "holds {holds}");
         let want = if holds { 10_000_000 } else { 3_500_000 };
         assert_eq!(b.bandwidth(), want, "holds {holds}");
+        round(&mut b, 35, 3.5e6, 10 * MSS);
+        assert_eq!(b.mode(), BbrMode::ProbeBw, "holds {holds}");
+        assert_eq!(b.bandwidth(), want, "holds {holds}, in ProbeBW");
     }
 }
 

@@ -535,6 +535,11 @@ impl Member {
         let Some(arrived) = self.index(last.inc()) else {
             return;
         };
+        // The receiver sends a NAK the moment a packet arrives beyond a gap, so
+        // that packet's send to this NAK is a round trip no hole delays
+        // (`LhChanges::nak_rtt`); a periodic NAK's was received earlier, and
+        // its longer sample is ignored by the filters, which keep the least.
+        let timed = (arrived < self.sent.len()).then(|| self.sent[arrived]);
         let arrived = arrived.min(self.sent.len().saturating_sub(1));
         if arrived < self.known {
             return;
@@ -556,7 +561,8 @@ impl Member {
             }
         }
         self.known = arrived + 1;
-        self.finish(model, now, prior_in_flight, None, None);
+        let timed = timed.filter(|_| model.bbr.config().lh.nak_rtt);
+        self.finish(model, now, prior_in_flight, timed, None);
     }
 
     fn on_packet_sent(&mut self, model: &mut Model, now: Instant, seq: UdtSeqNumber) {
@@ -661,12 +667,12 @@ mod tests {
     const MSS: u32 = 1500;
 
     fn sender(n: u32) -> BbrUdt {
-        let mut b = BbrUdt::new(
-            BbrConfig::default(),
-            MSS,
-            Instant::ZERO,
-            UdtSeqNumber::new(99),
-        );
+        sender_with(BbrConfig::default(), n)
+    }
+
+    /// [`sender`] running `cfg`.
+    fn sender_with(cfg: BbrConfig, n: u32) -> BbrUdt {
+        let mut b = BbrUdt::new(cfg, MSS, Instant::ZERO, UdtSeqNumber::new(99));
         for i in 0..n {
             b.on_packet_sent(
                 Instant::from_nanos(u64::from(i) * 1000),
@@ -713,6 +719,30 @@ mod tests {
         b.on_light_ack(Instant::from_nanos(80_000_000), UdtSeqNumber::new(106));
         assert_eq!(b.read().sampler.delivered(), 6 * u64::from(MSS));
         assert_eq!(b.member.sent.len(), 4);
+    }
+
+    /// With `nak_rtt`, a NAK times the packet after its last range, which the
+    /// receiver has just received: unless that packet was resent (105, at 30 ms:
+    /// no sample), the min RTT is the time from its send (107, at 7 µs) to the
+    /// NAK (60 ms). Without it, NAKs give no sample.
+    #[test]
+    fn a_nak_times_the_packet_after_its_last_range() {
+        for on in [true, false] {
+            let cfg = BbrConfig {
+                lh: LhChanges {
+                    nak_rtt: on,
+                    ..LhChanges::NONE
+                },
+                ..BbrConfig::default()
+            };
+            let mut b = sender_with(cfg, 10);
+            b.on_packet_sent(ms(30), UdtSeqNumber::new(105));
+            nak(&mut b, 50, &[(103, 104)]);
+            assert_eq!(b.read().bbr.min_rtt(), None, "105 was resent");
+            nak(&mut b, 60, &[(106, 106)]);
+            let rtt = Duration::from_nanos(60_000_000 - 7_000);
+            assert_eq!(b.read().bbr.min_rtt(), on.then_some(rtt), "nak_rtt {on}");
+        }
     }
 
     /// The period makes 16 packets (one pair among them) take 16 packets' time at

@@ -559,6 +559,9 @@ impl Loader<'_> {
         if let Some(d) = f.drain_holds_bw {
             b.lh.drain_holds_bw = d;
         }
+        if let Some(n) = f.nak_rtt {
+            b.lh.nak_rtt = n;
+        }
         if let Some(g) = fraction("startup_growth", f.startup_growth, 4.0)? {
             if g < 1.0 {
                 return Err(self.err(

@@ -429,6 +429,7 @@ pub(super) struct BbrFile {
     /// 0 lets every lossy round bound inflight (v3), a coupled group's too.
     pub(super) loss_needs_queue: Option<f64>,
     pub(super) drain_holds_bw: Option<bool>,
+    pub(super) nak_rtt: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -467,8 +467,6 @@ impl Bbr {
             self.packet_conservation = false;
         }
         let bw = rate as u64;
-        // App-limited samples understate the path, and so (with `drain_holds_bw`)
-        // do Drain's: take them only if they beat the estimate.
         if self.cfg.lh.drain_holds_bw && self.mode == BbrMode::Drain {
             // Drain's samples show its 0.35 pacing, not the path: the estimate is
             // kept, and kept fresh, so it outlives a long Drain by ten rounds.

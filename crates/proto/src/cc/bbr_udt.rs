@@ -537,8 +537,9 @@ impl Member {
         };
         // The receiver sends a NAK the moment a packet arrives beyond a gap, so
         // that packet's send to this NAK is a round trip no hole delays
-        // (`LhChanges::nak_rtt`); a periodic NAK's was received earlier, and
-        // its longer sample is ignored by the filters, which keep the least.
+        // (`LhChanges::nak_rtt`). A periodic NAK's packet arrived earlier: its
+        // sample is long, as a hole-delayed ACK's is, and the min RTT and the
+        // standing RTT, which keep the least, pass over it.
         let timed = (arrived < self.sent.len()).then(|| self.sent[arrived]);
         let arrived = arrived.min(self.sent.len().saturating_sub(1));
         if arrived < self.known {

@@ -197,7 +197,7 @@ pub struct SendArgs {
     /// path they are one flow; by default each has its own, as separate flows,
     /// which overshoot a shared bottleneck together. Coupled channels fill long
     /// paths and drop almost nothing; under heavy random loss (5 %) they carry a
-    /// little less than separate ones (82-83 Mb/s against 85-90 at 100 Mb/s), so
+    /// little less than separate ones (81-83 Mb/s against 85-90 at 100 Mb/s), so
     /// this is not yet the default (docs/bbr.md, "Coupled channels").
     #[arg(long)]
     couple: bool,

@@ -683,11 +683,11 @@ fn compare_sim_agrees_with_the_kernel_on_the_same_path() {
             std::thread::sleep(Duration::from_secs(2));
         }
         let out = dir.path().join(format!("cmp{attempt}"));
-        let runs = if attempt == 0 { "2" } else { "1" };
+        let each = if attempt == 0 { "2" } else { "1" };
         let o = Command::new(env!("CARGO_BIN_EXE_longhaul"))
             .args(["compare", "--schemes", &missing.join(",")])
             .args(["--rate", "100Mbps", "--rtt", "50ms", "--loss", "1e-3"])
-            .args(["--duration", "20s", "--runs", runs, "--seed", "1", "--sim"])
+            .args(["--duration", "20s", "--runs", each, "--seed", "1", "--sim"])
             .arg("--out")
             .arg(&out)
             .stdin(Stdio::null())

@@ -540,7 +540,7 @@ impl Member {
         // (`LhChanges::nak_rtt`). A periodic NAK's packet arrived earlier: its
         // sample is long, as a hole-delayed ACK's is, and the min RTT and the
         // standing RTT, which keep the least, pass over it.
-        let timed = (arrived < self.sent.len()).then(|| self.sent[arrived]);
+        let timed = self.sent.get(arrived).copied();
         let arrived = arrived.min(self.sent.len().saturating_sub(1));
         if arrived < self.known {
             return;

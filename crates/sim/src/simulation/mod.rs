@@ -8,6 +8,7 @@
 //! | (here) | the event loop and its dispatch |
 //! | `forward` | link arrivals, policing, routing, queues |
 //! | `fast` | the speed machinery (cut-through links, early hosts) and its invariants |
+//! | `early` | early hosts kept in step: their timers, and what observations read of them |
 //! | `station` | base stations and Snoop |
 //! | `drive` | endpoints: packets into engines, engines drained, flows started |
 //! | `transfer` | file transfers over many channels, and their control channel |
@@ -34,6 +35,7 @@ use crate::topology::{NodeKind, Topology};
 
 mod build;
 mod drive;
+mod early;
 mod engines;
 mod fast;
 mod forward;

@@ -523,14 +523,21 @@ impl Bbr {
             let target = self.inflight(self.bw.get(), 1.0);
             let bound = rs.prior_in_flight.max((BETA * target as f64) as u64);
             self.inflight_hi = Some(self.inflight_hi.map_or(bound, |h| h.min(bound)));
-            if self.mode == BbrMode::Startup && self.round_loss_events >= STARTUP_FULL_LOSS_COUNT {
-                // "BBRCheckStartupHighLoss".
-                self.full_bw_reached = true;
-            }
             if self.mode == BbrMode::ProbeBw && self.pacing_gain > 1.0 {
                 // Stop probing up at once.
                 self.advance_cycle(now);
             }
+        }
+        // "BBRCheckStartupHighLoss": judged on every ACK rather than only at the
+        // first too-high one of a round (which is usually the third loss event,
+        // short of the six required). A UDT round only ends at a full ACK with a
+        // receiver reading, so one round can last seconds while those stall; the
+        // exit must not wait for the next round to be judged again.
+        if too_high
+            && self.mode == BbrMode::Startup
+            && self.round_loss_events >= STARTUP_FULL_LOSS_COUNT
+        {
+            self.full_bw_reached = true;
         }
         if self.round_start {
             self.round_delivered = 0;

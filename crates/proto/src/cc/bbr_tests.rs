@@ -151,6 +151,50 @@ fn v3_bounds_inflight_after_excessive_loss_and_v1_does_not() {
     }
 }
 
+/// v3's Startup high-loss exit ("BBRCheckStartupHighLoss": the round lost more
+/// than 2 % over at least six loss events) is judged on every ACK of the round,
+/// not only on the first too-high one. Hand-worked: one ACK starts a round with
+/// 100 packets delivered; then ACKs inside that round (each sent before it
+/// began), each delivering one packet and reporting one lost, 100 in flight. The
+/// round's losses pass 2 % of the flight at the 3rd lossy ACK (3 > 2): inflight
+/// is bounded, but only three loss events are counted. The 6th lossy ACK brings
+/// the count to six: Startup ends there, not a round later.
+#[test]
+fn v3_startup_ends_at_the_sixth_loss_event_of_a_lossy_round() {
+    let mut b = Bbr::new(BbrConfig::v3_loss(), MSS, 10 * MSS, Instant::ZERO);
+    let rtt = Some(Duration::from_millis(100));
+    let first = RateSample {
+        delivered: 100 * MSS,
+        interval: Duration::from_millis(100),
+        newly_acked: 100 * MSS,
+        prior_in_flight: 100 * MSS,
+        rtt,
+        ..RateSample::default()
+    };
+    let mut delivered = 100 * MSS;
+    b.update(ms(100), &first, delivered, 100 * MSS);
+    assert_eq!((b.round_count(), b.mode()), (1, BbrMode::Startup));
+    for k in 1..=8u64 {
+        let rs = RateSample {
+            delivered: 100 * MSS,
+            interval: Duration::from_millis(100),
+            prior_delivered: k * MSS,
+            newly_acked: MSS,
+            newly_lost: MSS,
+            losses: true,
+            prior_in_flight: 100 * MSS,
+            rtt,
+            ..RateSample::default()
+        };
+        delivered += MSS;
+        b.update(ms(100 + k), &rs, delivered, 100 * MSS);
+        assert_eq!(b.round_count(), 1, "ACK {k} stays in the round");
+        assert_eq!(b.inflight_hi().is_some(), k >= 3, "ACK {k}: bound");
+        assert_eq!(b.full_bw_reached(), k >= 6, "ACK {k}: Startup's exit");
+    }
+    assert_ne!(b.mode(), BbrMode::Startup);
+}
+
 /// `loss_needs_queue`: lossy rounds bound inflight only over a standing queue.
 /// Hand-worked: ACKs of 25 packets, rounds of about five ACKs, a 100 ms min RTT
 /// from 40 clean ACKs; then 40 ACKs each also reporting 2 packets lost (7 % of

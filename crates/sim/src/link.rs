@@ -159,15 +159,24 @@ struct InFlight {
     pkt: PacketId,
 }
 
-/// Counters of one link direction.
+/// Counters of one link direction. `repr(C)`, the ones every packet bumps first,
+/// so that they share a line (see [`Link`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct LinkStats {
+    /// Sum over accepted packets of the time spent waiting before transmission, ns.
+    /// By Little's law, divided by the run time it is the mean number waiting.
+    pub wait_ns: u128,
     /// Packets accepted into the queue.
     pub enqueued_pkts: u64,
     /// Packets delivered to the far end.
     pub delivered_pkts: u64,
     /// Bytes delivered to the far end.
     pub delivered_bytes: u64,
+    /// Transmitter busy time scheduled so far, ns.
+    pub busy_ns: u64,
+    /// Largest queue seen at an arrival, packets.
+    pub max_queue_pkts: u32,
     /// Packets dropped because the queue was full.
     pub drops_queue: u64,
     /// Packets dropped by the loss model.
@@ -179,44 +188,31 @@ pub struct LinkStats {
     /// Packets of AF drop precedence 1, 2 and 3 (AFx1, AFx2, AFx3; RFC 2597)
     /// dropped at the egress, early by RED or by a full class queue.
     pub drops_af: [u64; 3],
-    /// Sum over accepted packets of the time spent waiting before transmission, ns.
-    /// By Little's law, divided by the run time it is the mean number waiting.
-    pub wait_ns: u128,
-    /// Transmitter busy time scheduled so far, ns.
-    pub busy_ns: u64,
-    /// Largest queue seen at an arrival, packets.
-    pub max_queue_pkts: u32,
 }
 
 /// One direction of a link.
+///
+/// Laid out for the cache (`repr(C)`, hot fields first, each link on its own
+/// lines): on a dumbbell of a thousand pairs every packet meets some access link
+/// whose state went cold since its flow's last packet, and what one packet reads
+/// of it (the ring, the queue counters, the transmitter's times, the counters it
+/// bumps) fits the first three 64-byte lines. Left to the compiler's order those
+/// fields were spread over six lines of 544 bytes.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub struct Link {
-    /// Parameters.
-    pub params: LinkParams,
-    /// Node the link leads from.
-    pub from: usize,
-    /// Node the link leads to.
-    pub to: usize,
-    loss: LossProcess,
-    /// Whether `loss` can lose anything (most links: no), so the per-packet path
-    /// skips the call.
-    lossy: bool,
+    // First line: the ring and the transmitter.
     ring: Ring<InFlight>,
     /// Position in `ring` of the first packet whose transmission has not finished
     /// (as far as `advance` has looked): those before it left the queue. Never
     /// behind the ring's head.
     departed: u64,
-    queued_pkts: u32,
-    queued_bytes: u64,
     busy_until: u64,
     /// The latest time a packet was offered at: with an upstream cut-through link
     /// it runs ahead of the simulation clock.
     clock: u64,
-    /// Arrivals are counted by [`settle`](Self::settle), not by events.
-    cut_through: bool,
-    /// Serialisation time per byte, ns, in 32.32 fixed point (rounded up), so the
-    /// per-packet path multiplies instead of dividing.
-    ns_per_byte_fp: u128,
+    queued_bytes: u64,
+    // Second line: what admission and timing read.
     /// `params.delay` in nanoseconds.
     delay_ns: u64,
     /// The last size [`transmit`](Self::transmit) timed and its serialisation time
@@ -224,10 +220,35 @@ pub struct Link {
     /// carries mostly one size, full segments or ACKs, so this spares the 128-bit
     /// multiply for nearly every packet.
     tx_memo: (u32, u64),
+    /// `params.limit`, beside the counters it is checked against.
+    limit: QueueLimit,
     egress: Option<Box<Egress>>,
+    /// Node the link leads to.
+    pub to: usize,
+    queued_pkts: u32,
+    /// Whether `loss` can lose anything (most links: no), so the per-packet path
+    /// skips the call.
+    lossy: bool,
+    /// Arrivals are counted by [`settle`](Self::settle), not by events.
+    cut_through: bool,
+    // Third line on: the counters (their per-packet ones first).
     /// Counters.
     pub stats: LinkStats,
+    // Cold.
+    /// Serialisation time per byte, ns, in 32.32 fixed point (rounded up), so the
+    /// per-packet path multiplies instead of dividing.
+    ns_per_byte_fp: u128,
+    loss: LossProcess,
+    /// Node the link leads from.
+    pub from: usize,
+    /// Parameters.
+    pub params: LinkParams,
 }
+
+// The layout above: what one packet reads of a link in its first three lines.
+const _: () = assert!(std::mem::offset_of!(Link, cut_through) < 128);
+const _: () = assert!(std::mem::offset_of!(Link, stats) == 128);
+const _: () = assert!(std::mem::offset_of!(LinkStats, max_queue_pkts) + 4 <= 64);
 
 /// Outcome of [`Link::enqueue`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,6 +270,7 @@ impl Link {
                 .div_ceil(u128::from(params.rate.as_bps().max(1))),
             delay_ns: u64::try_from(params.delay.as_nanos()).unwrap_or(u64::MAX / 2),
             tx_memo: (0, 0),
+            limit: params.limit,
             egress: params
                 .egress
                 .as_ref()
@@ -381,7 +403,7 @@ impl Link {
             return Err(Enqueued::Lost);
         }
         self.advance(now);
-        let full = match self.params.limit {
+        let full = match self.limit {
             QueueLimit::Packets(n) => self.queued_pkts >= n,
             QueueLimit::Bytes(b) => self.queued_bytes + u64::from(size) > b,
         };
@@ -567,7 +589,7 @@ impl Link {
     /// links answer for their total backlog against the limit.
     pub fn nearly_full(&mut self, now: Instant, size: u32) -> bool {
         let (pkts, bytes) = self.occupancy(now.as_nanos());
-        match self.params.limit {
+        match self.limit {
             QueueLimit::Packets(n) => pkts + 1 >= n,
             QueueLimit::Bytes(b) => bytes + 2 * u64::from(size) > b,
         }

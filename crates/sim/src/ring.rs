@@ -20,8 +20,9 @@
 /// A FIFO of `T` with absolute positions.
 #[derive(Debug, Clone, Default)]
 pub struct Ring<T> {
-    /// Power-of-two length (or empty before the first push).
-    slots: Vec<T>,
+    /// Power-of-two length (or empty before the first push). A boxed slice, not a
+    /// `Vec`: no capacity word, so a link's ring takes 32 bytes of its hot line.
+    slots: Box<[T]>,
     /// Position of the front record.
     head: u64,
     /// Position the next push gets.
@@ -32,7 +33,7 @@ impl<T: Copy + Default> Ring<T> {
     /// An empty ring; it allocates on the first push.
     pub fn new() -> Self {
         Ring {
-            slots: Vec::new(),
+            slots: Box::default(),
             head: 0,
             tail: 0,
         }
@@ -116,7 +117,7 @@ impl<T: Copy + Default> Ring<T> {
     #[cold]
     fn grow(&mut self) {
         let cap = (self.slots.len() * 2).max(8);
-        let mut slots = vec![T::default(); cap];
+        let mut slots = vec![T::default(); cap].into_boxed_slice();
         for p in self.head..self.tail {
             slots[p as usize & (cap - 1)] = self.slots[self.slot(p)];
         }

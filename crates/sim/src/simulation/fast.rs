@@ -146,7 +146,7 @@ impl Simulation {
                     Feed::Only(x) if x == came => Feed::Only(came),
                     _ => Feed::Several,
                 };
-                if came < nl && !next[came].contains(&out) {
+                if came < nl {
                     next[came].push(out);
                 }
                 came = out;
@@ -155,6 +155,13 @@ impl Simulation {
                     break;
                 }
             }
+        }
+        // Each link's next links as a set. (Deduplicated once here: a bottleneck
+        // before a thousand access links would otherwise search its list on every
+        // route's step.)
+        for n in &mut next {
+            n.sort_unstable();
+            n.dedup();
         }
         let mut cut = vec![false; nl];
         for l in 0..nl {
@@ -187,18 +194,23 @@ impl Simulation {
                 })
                 && self.ingress[r].is_empty()
         };
+        // How many links that carry anything lead into each node, and the last.
+        let mut ways_in = vec![(0u32, 0usize); self.nodes.len()];
+        for (i, link) in self.links.iter().enumerate() {
+            if feed[i] != Feed::Nothing {
+                let w = &mut ways_in[link.to];
+                *w = (w.0 + 1, i);
+            }
+        }
         let mut early = vec![];
         if self.transfers.is_empty() && !self.any_station {
             for l in 0..nl {
-                let r = self.links[l].to;
-                let only_way_in = (0..nl)
-                    .filter(|&i| self.links[i].to == r && feed[i] != Feed::Nothing)
-                    .eq([l]);
+                let only_way_in = ways_in[self.links[l].to] == (1, l);
                 if only_way_in
                     && next[l].is_empty()
                     && !cut[l]
                     && !self.links[l].is_scheduled()
-                    && early_host(r)
+                    && early_host(self.links[l].to)
                 {
                     early.push(l);
                 }

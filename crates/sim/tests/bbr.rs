@@ -293,10 +293,13 @@ fn a_coupled_group_holds_a_five_percent_loss_path() {
 /// bound then held the window to a few packets, and the transfer ran at 10.5 Mb/s.
 /// Either of two changes mends it: Drain keeping the estimate (`drain_holds_bw`),
 /// or RTT samples from NAKs (`nak_rtt`), with which the standing-queue gate stops
-/// v3's bound. Measured (2026-11-28), seeds 3, 4, 7: both 891.7, 858.5, 874.9 Mb/s;
-/// the first alone 889.9, 847.9, 871.0; the second alone 882.0, 764.2, 874.9;
-/// neither, 11.3 on seed 3 over this test's 60 s. Floors: 600 Mb/s, and below 100 with
-/// neither, so the test also shows the fault they mend.
+/// v3's bound. Measured (2026-11-28), seeds 3, 4, 7: both 909.9, 888.3, 874.9 Mb/s;
+/// the first alone 866.4, 847.9, 871.0; the second alone 909.9, 786.2, 874.9;
+/// neither, 11.3 on seed 4 over this test's 60 s. Floors: 600 Mb/s, and below 100 with
+/// neither, so the test also shows the fault they mend. (Seed 3 with neither
+/// carried 11.3 until a group's Startup read the queue from its round's own
+/// samples, which ends that seed's overshoot: 778.7 now. Seeds 4, 7 and 8 with
+/// neither still carry 11-13.)
 #[test]
 fn a_coupled_group_keeps_its_estimate_through_a_long_drain() {
     let run = |seed: u64, drain: bool, nak: bool| {
@@ -313,10 +316,10 @@ fn a_coupled_group_keeps_its_estimate_through_a_long_drain() {
             assert!(mbps >= 600.0, "seed {seed}, {drain}, {nak}: {mbps:.1} Mb/s");
         }
     }
-    let neither = run(3, false, false);
-    eprintln!("seed 3 with neither: {neither:.1} Mb/s");
+    let neither = run(4, false, false);
+    eprintln!("seed 4 with neither: {neither:.1} Mb/s");
     assert!(
         neither < 100.0,
-        "seed 3 with neither change: {neither:.1} Mb/s"
+        "seed 4 with neither change: {neither:.1} Mb/s"
     );
 }

@@ -128,7 +128,8 @@ pub struct LhChanges {
     /// v3's loss bound answers a lossy round only if the RTT then shows a queue of
     /// this fraction of the min RTT: the standing RTT (the least RTT sample of this
     /// round and the last, as Copa's "RTTstanding", Arun and Balakrishnan, NSDI
-    /// 2018) is that much above the min. The least, because under loss most of a
+    /// 2018; in Startup, within a round, this round's alone: see `queue_stands`)
+    /// is that much above the min. The least, because under loss most of a
     /// UDT flow's samples wait behind a hole's repair and would show a queue that
     /// is not there. Loss with no queue behind it is not this flow's overshoot
     /// (a lossy link drops at random), and bounding inflight for it leaves the
@@ -647,8 +648,25 @@ impl Bbr {
 
     /// Whether the least RTT sample of this round and the last is more than
     /// `fraction` above the min RTT: a queue that every packet waits in.
+    ///
+    /// In Startup, within a round, this round's samples alone: each Startup round
+    /// puts more in flight than the last, so the last round's least sample was
+    /// taken before this round's queue built, and read with this round's it hides
+    /// that queue for a whole round. A UDT round ends only at a full ACK with a
+    /// receiver reading, and those stall behind lost retransmissions, so that round
+    /// can last hundreds of milliseconds: a coupled group at 100 Mb/s × 20 ms with
+    /// 5 % loss lost a quarter of what it sent in such a round over an RTT of
+    /// twice the min, read no queue (the last round's least sample was the min
+    /// RTT itself) and kept Startup's gain for 0.5 s. At a round's first ACK the
+    /// round judged is the one that just ended, so both rounds' samples are read
+    /// then: the new round's first sample alone is often a full ACK that waited
+    /// behind a hole's repair.
     fn queue_stands(&self, fraction: f64) -> bool {
-        let standing = self.round_min_rtt.iter().flatten().min().copied();
+        let standing = if self.mode == BbrMode::Startup && !self.round_start {
+            self.round_min_rtt[0]
+        } else {
+            self.round_min_rtt.iter().flatten().min().copied()
+        };
         above(standing, self.min_rtt, fraction)
     }
 

@@ -264,6 +264,77 @@ fn a_lossy_round_bounds_inflight_only_over_a_standing_queue() {
     }
 }
 
+/// `loss_needs_queue` in Startup: within a round, the queue is read from this
+/// round's samples alone, so a lossy round over Startup's own queue ends it.
+/// Hand-worked, with the gate at a tenth of the min RTT: a first ACK (100 ms, the
+/// min RTT) starts round 1; a second, with 100 packets delivered, starts round 2
+/// and times 130 ms. Then ACKs inside round 2, each delivering one packet and
+/// reporting one lost with 100 in flight, past 2 % at the 3rd, as in the test
+/// above. If they time 130 ms, a queue of 30 % stands in this round and Startup
+/// ends at the 6th lossy ACK (read with the last round's least sample, the min
+/// RTT, it would not). If they time 100 ms, no queue stands and Startup goes on.
+/// Then an ACK starts round 3 and times 300 ms (a full ACK that waited behind a
+/// hole): the round it ends is judged on both rounds' samples, the least 100 ms,
+/// so where no queue stood Startup still goes on.
+#[test]
+fn a_gated_startup_ends_on_a_lossy_round_over_its_own_queue() {
+    let gated = BbrConfig {
+        lh: LhChanges {
+            loss_needs_queue: Some(0.1),
+            ..LhChanges::NONE
+        },
+        ..BbrConfig::v3_loss()
+    };
+    for (lossy_rtt, ends) in [(130, true), (100, false)] {
+        let mut b = Bbr::new(gated, MSS, 10 * MSS, Instant::ZERO);
+        let sample = |prior_delivered: u64, acked: u64, lost: u64, rtt_ms: u64| RateSample {
+            delivered: 100 * MSS,
+            interval: Duration::from_millis(100),
+            prior_delivered,
+            newly_acked: acked,
+            newly_lost: lost,
+            losses: lost > 0,
+            prior_in_flight: 100 * MSS,
+            rtt: Some(Duration::from_millis(rtt_ms)),
+            ..RateSample::default()
+        };
+        let mut delivered = 100 * MSS;
+        b.update(ms(100), &sample(0, 100 * MSS, 0, 100), delivered, 100 * MSS);
+        delivered += 100 * MSS;
+        b.update(
+            ms(200),
+            &sample(100 * MSS, 100 * MSS, 0, 130),
+            delivered,
+            100 * MSS,
+        );
+        assert_eq!((b.round_count(), b.mode()), (2, BbrMode::Startup));
+        for k in 1..=8u64 {
+            delivered += MSS;
+            let rs = sample(100 * MSS + k * MSS, MSS, MSS, lossy_rtt);
+            b.update(ms(200 + k), &rs, delivered, 100 * MSS);
+            assert_eq!(b.round_count(), 2, "ACK {k} stays in the round");
+            assert_eq!(
+                b.full_bw_reached(),
+                ends && k >= 6,
+                "{lossy_rtt} ms, ACK {k}"
+            );
+        }
+        delivered += MSS;
+        b.update(
+            ms(300),
+            &sample(200 * MSS, MSS, MSS, 300),
+            delivered,
+            100 * MSS,
+        );
+        assert_eq!(b.round_count(), 3);
+        assert_eq!(
+            b.full_bw_reached(),
+            ends,
+            "{lossy_rtt} ms, round 3's first ACK"
+        );
+    }
+}
+
 /// `drain_holds_bw`: Drain's samples, paced at 0.35 of the estimate by design,
 /// do not lower it. Hand-worked: one ACK a round (each delivers what was sent
 /// after the last round began), a 10 ms RTT, readings of 10 MB/s for five rounds

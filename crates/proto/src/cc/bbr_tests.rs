@@ -195,6 +195,18 @@ fn v3_startup_ends_at_the_sixth_loss_event_of_a_lossy_round() {
     assert_ne!(b.mode(), BbrMode::Startup);
 }
 
+/// v3 with `loss_needs_queue` at a tenth of the min RTT, and none of bbr-lh's
+/// other changes.
+fn gated_v3() -> BbrConfig {
+    BbrConfig {
+        lh: LhChanges {
+            loss_needs_queue: Some(0.1),
+            ..LhChanges::NONE
+        },
+        ..BbrConfig::v3_loss()
+    }
+}
+
 /// `loss_needs_queue`: lossy rounds bound inflight only over a standing queue.
 /// Hand-worked: ACKs of 25 packets, rounds of about five ACKs, a 100 ms min RTT
 /// from 40 clean ACKs; then 40 ACKs each also reporting 2 packets lost (7 % of
@@ -206,13 +218,7 @@ fn v3_startup_ends_at_the_sixth_loss_event_of_a_lossy_round() {
 /// way.
 #[test]
 fn a_lossy_round_bounds_inflight_only_over_a_standing_queue() {
-    let gated = BbrConfig {
-        lh: LhChanges {
-            loss_needs_queue: Some(0.1),
-            ..LhChanges::NONE
-        },
-        ..BbrConfig::v3_loss()
-    };
+    let gated = gated_v3();
     for (cfg, standing, bounded) in [
         (gated, false, false),
         (BbrConfig::v3_loss(), false, true),
@@ -278,13 +284,7 @@ fn a_lossy_round_bounds_inflight_only_over_a_standing_queue() {
 /// so where no queue stood Startup still goes on.
 #[test]
 fn a_gated_startup_ends_on_a_lossy_round_over_its_own_queue() {
-    let gated = BbrConfig {
-        lh: LhChanges {
-            loss_needs_queue: Some(0.1),
-            ..LhChanges::NONE
-        },
-        ..BbrConfig::v3_loss()
-    };
+    let gated = gated_v3();
     for (lossy_rtt, ends) in [(130, true), (100, false)] {
         let mut b = Bbr::new(gated, MSS, 10 * MSS, Instant::ZERO);
         let sample = |prior_delivered: u64, acked: u64, lost: u64, rtt_ms: u64| RateSample {

@@ -655,7 +655,7 @@ impl Bbr {
     /// that queue for a whole round. A UDT round ends only at a full ACK with a
     /// receiver reading, and those stall behind lost retransmissions, so that round
     /// can last hundreds of milliseconds: a coupled group at 100 Mb/s × 20 ms with
-    /// 5 % loss lost a quarter of what it sent in such a round over an RTT of
+    /// 5 % loss lost a fifth of what it sent in such a round over an RTT of
     /// twice the min, read no queue (the last round's least sample was the min
     /// RTT itself) and kept Startup's gain for 0.5 s. At a round's first ACK the
     /// round judged is the one that just ended, so both rounds' samples are read

@@ -137,10 +137,10 @@ impl Scenario {
         let routes = std::cell::OnceCell::new();
         // The slowest link direction on the way from `a` to `b`, b/s.
         let path_rate = |a: usize, b: usize| -> f64 {
-            let routes: &Vec<Vec<Option<u32>>> = routes.get_or_init(|| self.topology.routes());
+            let routes: &crate::topology::Routes = routes.get_or_init(|| self.topology.routes());
             let (mut at, mut rate, mut hops) = (a, f64::INFINITY, 0);
             while at != b && hops < self.topology.nodes.len() {
-                let Some(l) = routes[at][b] else { break };
+                let Some(l) = routes.get(at, b) else { break };
                 let (_, next, params) = &self.topology.links[l as usize];
                 rate = rate.min(params.rate.as_bps() as f64);
                 at = *next;

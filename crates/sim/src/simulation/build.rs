@@ -34,7 +34,7 @@ impl Simulation {
                 "the sample and trace intervals must be above zero".into(),
             ));
         }
-        let next_hop: Vec<Option<u32>> = topo.routes().into_iter().flatten().collect();
+        let next_hop = topo.routes();
         let mut nodes: Vec<NodeRt> = topo
             .nodes
             .iter()
@@ -72,7 +72,7 @@ impl Simulation {
                     return Err(RunError::Spec(format!("flow {i}: node {n} is not a host")));
                 }
             }
-            if next_hop[from * nodes.len() + to].is_none() {
+            if next_hop.get(from, to).is_none() {
                 return Err(RunError::Spec(format!(
                     "flow {i}: no path from {} to {}",
                     topo.nodes[from].name, topo.nodes[to].name

@@ -100,7 +100,7 @@ impl Simulation {
     /// The link `node` sends packets for `dst` on, if any.
     #[inline]
     pub(super) fn route(&self, node: usize, dst: usize) -> Option<u32> {
-        self.next_hop[node * self.nodes.len() + dst]
+        self.next_hop.get(node, dst)
     }
 
     /// A packet reaches `node`: consume it there or forward it.

@@ -129,11 +129,11 @@ pub struct Simulation {
     sched: Scheduler,
     pool: PacketPool,
     nodes: Vec<NodeRt>,
-    /// Every node's routes ([`Topology::routes`]) in one table, `next_hop[node *
-    /// nodes + dst]` ([`route`](Self::route)): the per-packet lookup is one load from
-    /// an address known at once, not a chain of loads through the node's record
-    /// (which perf showed stalling the forwarding path).
-    next_hop: Vec<Option<u32>>,
+    /// Every node's routes ([`Topology::routes`]) in one table
+    /// ([`route`](Self::route)): the per-packet lookup is one load from an address
+    /// known at once, not a chain of loads through the node's record (which perf
+    /// showed stalling the forwarding path).
+    next_hop: crate::topology::Routes,
     links: Vec<Link>,
     flows: Vec<Flow>,
     /// Each flow's sending and receiving host ([`FlowSpec::ends`](crate::app::FlowSpec::ends)).

@@ -220,7 +220,7 @@ impl Simulation {
             // The wireless hop towards this flow's receiver: its frame losses.
             let link = match &self.flows[flow] {
                 // (`route` would borrow all of `self`, and `st` holds the stations.)
-                Flow::Tcp(t) => self.next_hop[node * self.nodes.len() + t.spec.to],
+                Flow::Tcp(t) => self.next_hop.get(node, t.spec.to),
                 _ => None,
             };
             // The benefit history: this interval's acknowledged rate, booked to the

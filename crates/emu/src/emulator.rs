@@ -283,6 +283,8 @@ impl Emulator {
         // Sleeps end up to the timer slack late (50 µs by default); ask for 1 ns so
         // a ppoll timeout means what it says. Failure only costs precision.
         let _ = nix::sys::prctl::set_timerslack(1);
+        // Ahead of the host's other work on the timing core (`cpu` says why).
+        let raised = cpu::Raised::new();
         // The CPU the steering left free (only if the pair was steered away from it).
         let timing_cpu = pair
             .steering()
@@ -381,6 +383,7 @@ impl Emulator {
         );
         health.offload = offload;
         health.timing_cpu = timing_cpu;
+        health.timing_nice = raised.nice();
         health.steering = pair.steering().map(str::to_string);
         health.malformed = io.malformed;
         health.super_reads = io.super_reads;

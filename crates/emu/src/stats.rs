@@ -486,6 +486,8 @@ pub struct Health {
     pub super_writes: [u64; 2],
     /// The CPU the timing thread was pinned to, if it was ([`crate::cpu`]).
     pub timing_cpu: Option<usize>,
+    /// The timing thread's nice value, if raising it worked ([`crate::cpu::Raised`]).
+    pub timing_nice: Option<i32>,
     /// The CPUs the kernel's receive work was steered to (`rps_cpus`), if it was.
     pub steering: Option<String>,
 }
@@ -551,6 +553,7 @@ impl Health {
             super_reads: [0; 2],
             super_writes: [0; 2],
             timing_cpu: None,
+            timing_nice: None,
             steering: None,
         }
     }

@@ -273,7 +273,8 @@ fn tcp_bytes_survive_segmentation_and_coalescing() {
     assert!(got.len() == data.len() && got == *data, "the bytes differ");
 }
 
-/// The timing thread keeps a core of its own (`longhaul_emu::cpu`): the kernel's
+/// The timing thread keeps a core of its own (`longhaul_emu::cpu`) and runs at
+/// the highest priority: the kernel's
 /// receive work for both devices is steered to the other CPUs, what runs in the
 /// namespaces stays off the timing CPU, the emulator pins itself there, and the
 /// thread that made the pair gets its CPUs back afterwards. What this buys beside
@@ -299,6 +300,8 @@ fn the_timing_thread_keeps_a_core_of_its_own() {
     let after = cpu_list(&std::fs::read_to_string("/proc/thread-self/status").unwrap());
     assert_eq!(after, cpus, "the test thread did not get its CPUs back");
     let h = &report.health;
+    // The tests run as root, so the timing thread's priority was raised.
+    assert_eq!(h.timing_nice, Some(longhaul_emu::cpu::TIMING_NICE), "{h:?}");
     let Some(&timing) = cpus.last().filter(|_| cpus.len() >= 2) else {
         // One CPU: nothing to steer to, nothing pinned.
         assert_eq!((h.timing_cpu, h.steering.as_deref()), (None, None));

@@ -504,4 +504,10 @@ fn print_report(r: &EmuReport) {
     for p in &h.problems {
         eprintln!("  - {p}");
     }
+    if h.contended_s > 0.0 {
+        eprintln!(
+            "  another process took the timing thread's core for about {:.2} s of {:.1} s",
+            h.contended_s, h.wall_s
+        );
+    }
 }

@@ -6,7 +6,8 @@
 //! [`BATCH`] packets from each TUN, stamps them with the clock, asks the model their
 //! fate, then writes every packet whose time has come. Between turns it sleeps in
 //! `ppoll` with a nanosecond timeout until [`SPIN`] (on a timing core of its own;
-//! [`SPIN_SHARED`] otherwise) before the next departure, then busy-polls, so a
+//! [`SPIN_SHARED`] otherwise; [`SPIN_CONTENDED`] while another task competes for
+//! the core) before the next departure, then busy-polls, so a
 //! packet leaves within microseconds of its time; a late wake-up releases
 //! everything due, in order (jitter, but no lost rate). How late each packet left
 //! is recorded: it is the run's health.
@@ -16,6 +17,7 @@ use std::fs::File;
 use std::io::{self, BufWriter};
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
@@ -58,6 +60,10 @@ pub const SPIN: StdDuration = StdDuration::from_micros(200);
 /// The busy-poll margin when the loop shares its core with the applications
 /// (one CPU, or steering refused): spinning there would take their time.
 pub const SPIN_SHARED: StdDuration = StdDuration::from_micros(50);
+/// The busy-poll margin while another process competes for the timing core
+/// (see `Contention` in this file): sleeping lets it run in the gaps, and the
+/// wake-up, at the timing thread's priority, takes the core back at once.
+pub const SPIN_CONTENDED: StdDuration = StdDuration::from_micros(5);
 /// The longest sleep, so a stop request is seen promptly.
 const IDLE: StdDuration = StdDuration::from_millis(20);
 /// Bytes of each packet kept in a capture.
@@ -290,12 +296,13 @@ impl Emulator {
             .steering()
             .and(cpu::timing_cpu())
             .filter(|&c| cpu::pin_to(c).is_ok());
-        let spin = if timing_cpu.is_some() {
+        let own_core_spin = if timing_cpu.is_some() {
             SPIN
         } else {
             SPIN_SHARED
         }
         .as_nanos() as u64;
+        let mut contention = Contention::new();
         let clock = Clock::new();
         let cpu0 = thread_cpu();
         let offload = pair.offload();
@@ -346,6 +353,11 @@ impl Emulator {
             // Sleep until just before the next departure, or until a packet comes.
             let next = queues.iter().filter_map(|q| q.front().map(|p| p.due)).min();
             let now = clock.now().as_nanos();
+            let spin = if contention.contended(now) {
+                SPIN_CONTENDED.as_nanos() as u64
+            } else {
+                own_core_spin
+            };
             let timeout = match next {
                 Some(t) if t <= now + spin => {
                     // Busy-poll: the next turn reads and writes again at once.
@@ -384,6 +396,7 @@ impl Emulator {
         health.offload = offload;
         health.timing_cpu = timing_cpu;
         health.timing_nice = raised.nice();
+        health.contended_s = contention.contended_s();
         health.steering = pair.steering().map(str::to_string);
         health.malformed = io.malformed;
         health.super_reads = io.super_reads;
@@ -651,6 +664,81 @@ fn insert(queue: &mut VecDeque<InFlight>, p: InFlight) {
 }
 
 /// CPU time of the calling thread, s.
+/// Whether another task has been taking the timing thread's core.
+///
+/// A loop that busy-polls never sleeps, so the scheduler cannot preempt anything
+/// on its behalf: another process's fair share then arrives as whole time
+/// slices, a millisecond or so during which nothing leaves. The sign is the
+/// time the thread spent runnable but waiting for the core (the second field of
+/// `/proc/thread-self/schedstat`, `Documentation/scheduler/sched-stats.rst`):
+/// when it grows by more than [`Contention::WAITED`] between two readings, the
+/// loop sleeps up to [`SPIN_CONTENDED`] before a departure instead of spinning,
+/// so the other task runs in the gaps and each wake-up takes the core back; a
+/// second without such growth restores the long margin. The count of
+/// involuntary switches was tried first: a kernel worker's brief turn raised it
+/// on a quiet host too, and the short margin then cost a 1 Gb/s run a tenth of
+/// a core for nothing.
+struct Contention {
+    schedstat: Option<File>,
+    next_check: u64,
+    waited_ns: u64,
+    until: u64,
+    /// Readings that found the core contended, each standing for [`Self::EVERY`].
+    contended_checks: u64,
+}
+
+impl Contention {
+    /// How often the wait is read, ns (a `pread` each time).
+    const EVERY: u64 = 10_000_000;
+    /// Waiting for the core longer than this between readings means contention,
+    /// ns: the lateness a valid run may show at its 99th percentile.
+    const WAITED: u64 = 100_000;
+    /// How long one sign of contention keeps the short margin, ns.
+    const HOLD: u64 = 1_000_000_000;
+
+    /// For the calling thread (without `schedstat`, never contended).
+    fn new() -> Contention {
+        let schedstat = File::open("/proc/thread-self/schedstat").ok();
+        let mut c = Contention {
+            schedstat,
+            next_check: 0,
+            waited_ns: 0,
+            until: 0,
+            contended_checks: 0,
+        };
+        c.waited_ns = c.waited().unwrap_or(0);
+        c
+    }
+
+    /// The thread's time runnable but not running so far, ns.
+    fn waited(&self) -> Option<u64> {
+        let mut buf = [0u8; 96];
+        let n = self.schedstat.as_ref()?.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Whether the core is contended at `now` (ns on the run's clock).
+    fn contended(&mut self, now: u64) -> bool {
+        if now >= self.next_check {
+            self.next_check = now + Self::EVERY;
+            if let Some(w) = self.waited() {
+                if w.saturating_sub(self.waited_ns) > Self::WAITED {
+                    self.until = now + Self::HOLD;
+                    self.contended_checks += 1;
+                }
+                self.waited_ns = w;
+            }
+        }
+        now < self.until
+    }
+
+    /// About how long another task took the core from the timing thread, s.
+    fn contended_s(&self) -> f64 {
+        (self.contended_checks * Self::EVERY) as f64 * 1e-9
+    }
+}
+
 fn thread_cpu() -> f64 {
     getrusage(UsageWho::RUSAGE_THREAD)
         .map(|u| {
@@ -663,6 +751,58 @@ fn thread_cpu() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spins on `cpu` for `ms` and returns how long the thread waited for the
+    /// core meanwhile, as [`Contention`] reads it, ms; `peers` other threads
+    /// spin there too.
+    fn waited_while_spinning(cpu: usize, peers: usize, ms: u64) -> f64 {
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let others: Vec<_> = (0..peers)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    cpu::pin_to(cpu).unwrap();
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        let me = std::thread::spawn(move || {
+            cpu::pin_to(cpu).unwrap();
+            let c = Contention::new();
+            let before = c.waited().expect("schedstat is readable");
+            let clock = Clock::new();
+            while clock.now().as_nanos() < ms * 1_000_000 {
+                std::hint::spin_loop();
+            }
+            (c.waited().unwrap() - before) as f64 * 1e-6
+        })
+        .join()
+        .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        for o in others {
+            o.join().unwrap();
+        }
+        me
+    }
+
+    /// What [`Contention`] reads is time spent waiting for the core, not time
+    /// on it: beside three spinners at the same priority a spinning thread
+    /// waits about three quarters of the time, alone (or beside whatever else
+    /// the host runs there, such as another test) far less. Cumulative time on
+    /// the CPU would fall instead. Tolerance: 40 ms of 200, where the expected
+    /// difference is about 150 ms alone and 50 ms beside one outside spinner.
+    #[test]
+    fn contention_reads_the_time_spent_waiting_for_the_core() {
+        let cpu = *cpu::allowed().last().expect("a CPU");
+        let alone = waited_while_spinning(cpu, 0, 200);
+        let shared = waited_while_spinning(cpu, 3, 200);
+        assert!(
+            shared > alone + 40.0,
+            "waited {alone:.1} ms of 200 alone, {shared:.1} beside three spinners"
+        );
+    }
 
     #[test]
     fn insertion_keeps_departures_in_order_and_ties_in_arrival_order() {

@@ -488,6 +488,10 @@ pub struct Health {
     pub timing_cpu: Option<usize>,
     /// The timing thread's nice value, if raising it worked ([`crate::cpu::Raised`]).
     pub timing_nice: Option<i32>,
+    /// Time during which another task kept the timing thread waiting for its
+    /// core (10 ms readings that saw it wait over 100 µs), s; the loop then
+    /// sleeps closer to each departure so the other task runs in the gaps.
+    pub contended_s: f64,
     /// The CPUs the kernel's receive work was steered to (`rps_cpus`), if it was.
     pub steering: Option<String>,
 }
@@ -554,6 +558,7 @@ impl Health {
             super_writes: [0; 2],
             timing_cpu: None,
             timing_nice: None,
+            contended_s: 0.0,
             steering: None,
         }
     }

@@ -504,6 +504,12 @@ fn print_report(r: &EmuReport) {
     for p in &h.problems {
         eprintln!("  - {p}");
     }
+    if h.steal_s > 0.0 {
+        eprintln!(
+            "  the hypervisor took {:.2} s from the timing thread's CPUs (steal)",
+            h.steal_s
+        );
+    }
     if h.contended_s > 0.0 {
         eprintln!(
             "  another process took the timing thread's core for about {:.2} s of {:.1} s",

@@ -143,6 +143,45 @@ impl Drop for Raised {
     }
 }
 
+/// Time the hypervisor ran something else while each CPU had work ("steal",
+/// the eighth value of a `cpuN` line of `/proc/stat`, `man 5 proc`), in
+/// `USER_HZ` ticks, by CPU number; empty where `/proc/stat` cannot be read.
+///
+/// No setting inside a virtual machine can stop this: a timer that fires while
+/// the hypervisor runs another guest is late however the thread is placed. So
+/// a run reports it, to tell a host that is oversubscribed from an emulator
+/// that fell behind.
+pub fn steal_ticks() -> Vec<(usize, u64)> {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return vec![];
+    };
+    parse_steal(&stat)
+}
+
+fn parse_steal(stat: &str) -> Vec<(usize, u64)> {
+    stat.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
+            Some((cpu, f.nth(7)?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Seconds of steal on `cpus` between two [`steal_ticks`] readings.
+pub fn steal_s(before: &[(usize, u64)], after: &[(usize, u64)], cpus: &[usize]) -> f64 {
+    let ticks: u64 = after
+        .iter()
+        .filter(|(c, _)| cpus.contains(c))
+        .filter_map(|&(c, a)| {
+            let b = before.iter().find(|(x, _)| *x == c)?.1;
+            Some(a.saturating_sub(b))
+        })
+        .sum();
+    // USER_HZ is 100 on every Linux architecture that exports it to /proc.
+    ticks as f64 / 100.0
+}
+
 /// The CPU the timing thread takes: the last one allowed, if there are two or
 /// more (so another is left for the steered work).
 pub fn timing_cpu() -> Option<usize> {
@@ -190,6 +229,23 @@ pub fn hex_mask(cpus: &[usize]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_read_per_cpu_from_proc_stat() {
+        // The layout of a 6.x kernel's /proc/stat: the aggregate line first.
+        let before = "cpu  10 0 5 100 1 0 2 30 0 0\n\
+                      cpu0 5 0 2 50 1 0 1 10 0 0\n\
+                      cpu1 5 0 3 50 0 0 1 20 0 0\n\
+                      intr 12345 0 0\n";
+        let after = before.replace(" 1 20 0 0", " 1 70 0 0");
+        let (b, a) = (parse_steal(before), parse_steal(&after));
+        assert_eq!(b, vec![(0, 10), (1, 20)]);
+        assert_eq!(steal_s(&b, &a, &[1]), 0.5);
+        assert_eq!(steal_s(&b, &a, &[0]), 0.0);
+        assert_eq!(steal_s(&b, &a, &[0, 1]), 0.5);
+        // This machine's own file parses, one entry per CPU it has.
+        assert!(steal_ticks().len() >= allowed().len());
+    }
 
     #[test]
     fn masks_are_sysfs_bitmaps() {

@@ -303,6 +303,7 @@ impl Emulator {
         }
         .as_nanos() as u64;
         let mut contention = Contention::new();
+        let steal0 = cpu::steal_ticks();
         let clock = Clock::new();
         let cpu0 = thread_cpu();
         let offload = pair.offload();
@@ -397,6 +398,9 @@ impl Emulator {
         health.timing_cpu = timing_cpu;
         health.timing_nice = raised.nice();
         health.contended_s = contention.contended_s();
+        // The timing CPU's steal; unpinned, the thread may have run on any.
+        let steal_cpus = timing_cpu.map_or_else(cpu::allowed, |c| vec![c]);
+        let mut health = health.with_steal(cpu::steal_s(&steal0, &cpu::steal_ticks(), &steal_cpus));
         health.steering = pair.steering().map(str::to_string);
         health.malformed = io.malformed;
         health.super_reads = io.super_reads;

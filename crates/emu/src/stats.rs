@@ -492,6 +492,9 @@ pub struct Health {
     /// core (10 ms readings that saw it wait over 100 µs), s; the loop then
     /// sleeps closer to each departure so the other task runs in the gaps.
     pub contended_s: f64,
+    /// Time the hypervisor took from the CPUs the timing thread ran on while
+    /// they had work ("steal"), s: a host shared with other virtual machines.
+    pub steal_s: f64,
     /// The CPUs the kernel's receive work was steered to (`rps_cpus`), if it was.
     pub steering: Option<String>,
 }
@@ -559,8 +562,30 @@ impl Health {
             timing_cpu: None,
             timing_nice: None,
             contended_s: 0.0,
+            steal_s: 0.0,
             steering: None,
         }
+    }
+
+    /// Records `steal_s` and, when the run was late and the hypervisor took
+    /// more than 1 % of the run's time, says so beside the lateness: no setting
+    /// of the emulator's can help then, only a quieter host.
+    pub fn with_steal(mut self, steal_s: f64) -> Health {
+        self.steal_s = steal_s;
+        if self.lateness_us_p99 > LATENESS_P99_LIMIT_US && steal_s > 0.01 * self.wall_s {
+            if let Some(p) = self
+                .problems
+                .iter_mut()
+                .find(|p| p.starts_with("timer lateness"))
+            {
+                p.push_str(&format!(
+                    " (the hypervisor took {steal_s:.2} s from the timing thread's CPUs \
+                     in {:.1} s: the host is oversubscribed)",
+                    self.wall_s
+                ));
+            }
+        }
+        self
     }
 }
 
@@ -599,6 +624,29 @@ mod tests {
         p[20..22].copy_from_slice(&src_port.to_be_bytes());
         p[22..24].copy_from_slice(&9000u16.to_be_bytes());
         p
+    }
+
+    /// A late run on a host whose hypervisor took over 1 % of the run names
+    /// the steal beside the lateness; a late run without steal, or an on-time
+    /// one with it, does not (but both record it).
+    #[test]
+    fn steal_is_named_beside_lateness_only_when_it_matters() {
+        let health = |late_us: u64| {
+            let mut h = lateness_histogram();
+            for _ in 0..100 {
+                h.record(late_us * 1000).unwrap();
+            }
+            Health::judge(&h, [0, 0], 0, [0.2, 0.1], 10.0)
+        };
+        let late = health(500).with_steal(0.5);
+        assert!(!late.valid);
+        assert_eq!(late.steal_s, 0.5);
+        assert!(late.problems[0].contains("0.50 s from the timing thread's CPUs in 10.0 s"));
+        let little = health(500).with_steal(0.05);
+        assert!(!little.problems[0].contains("hypervisor"), "{little:?}");
+        let on_time = health(20).with_steal(0.5);
+        assert!(on_time.valid && on_time.problems.is_empty(), "{on_time:?}");
+        assert_eq!(on_time.steal_s, 0.5);
     }
 
     #[test]

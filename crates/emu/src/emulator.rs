@@ -667,7 +667,6 @@ fn insert(queue: &mut VecDeque<InFlight>, p: InFlight) {
     queue.insert(i, p);
 }
 
-/// CPU time of the calling thread, s.
 /// Whether another task has been taking the timing thread's core.
 ///
 /// A loop that busy-polls never sleeps, so the scheduler cannot preempt anything
@@ -680,8 +679,8 @@ fn insert(queue: &mut VecDeque<InFlight>, p: InFlight) {
 /// so the other task runs in the gaps and each wake-up takes the core back; a
 /// second without such growth restores the long margin. The count of
 /// involuntary switches was tried first: a kernel worker's brief turn raised it
-/// on a quiet host too, and the short margin then cost a 1 Gb/s run a tenth of
-/// a core for nothing.
+/// on a quiet host too, and the short margin then cost a 1 Gb/s run up to a
+/// fifth of a core for nothing.
 struct Contention {
     schedstat: Option<File>,
     next_check: u64,
@@ -743,6 +742,7 @@ impl Contention {
     }
 }
 
+/// CPU time of the calling thread, s.
 fn thread_cpu() -> f64 {
     getrusage(UsageWho::RUSAGE_THREAD)
         .map(|u| {

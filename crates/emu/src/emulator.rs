@@ -387,20 +387,20 @@ impl Emulator {
             pcap.finish().map_err(|err| EmuError::Pcap { path, err })?;
         }
         let busy = (cpu - idle_spin_ns as f64 * 1e-9).max(0.0);
+        // The timing CPU's steal; unpinned, the thread may have run on any.
+        let steal_cpus = timing_cpu.map_or_else(cpu::allowed, |c| vec![c]);
         let mut health = Health::judge(
             &io.lateness,
             tun_drops,
             io.write_errors,
             [cpu / wall.max(1e-9), busy / wall.max(1e-9)],
             wall,
+            cpu::steal_s(&steal0, &cpu::steal_ticks(), &steal_cpus),
         );
         health.offload = offload;
         health.timing_cpu = timing_cpu;
         health.timing_nice = raised.nice();
         health.contended_s = contention.contended_s();
-        // The timing CPU's steal; unpinned, the thread may have run on any.
-        let steal_cpus = timing_cpu.map_or_else(cpu::allowed, |c| vec![c]);
-        let mut health = health.with_steal(cpu::steal_s(&steal0, &cpu::steal_ticks(), &steal_cpus));
         health.steering = pair.steering().map(str::to_string);
         health.malformed = io.malformed;
         health.super_reads = io.super_reads;

@@ -512,6 +512,7 @@ impl Health {
         write_errors: u64,
         [cpu_fraction, busy_fraction]: [f64; 2],
         wall_s: f64,
+        steal_s: f64,
     ) -> Health {
         let us = |q: f64| {
             if lateness.is_empty() {
@@ -534,8 +535,18 @@ impl Health {
             problems.push(format!("{write_errors} writes to a TUN device failed"));
         }
         if p99 > LATENESS_P99_LIMIT_US {
+            // When the hypervisor took over 1 % of the run, say so: no setting of
+            // the emulator's can help then, only a quieter host.
+            let why = if steal_s > 0.01 * wall_s {
+                format!(
+                    " (the hypervisor took {steal_s:.2} s from the timing thread's CPUs \
+                     in {wall_s:.1} s: the host is oversubscribed)"
+                )
+            } else {
+                String::new()
+            };
             problems.push(format!(
-                "timer lateness p99 {p99:.0} µs is above {LATENESS_P99_LIMIT_US} µs"
+                "timer lateness p99 {p99:.0} µs is above {LATENESS_P99_LIMIT_US} µs{why}"
             ));
         }
         if busy_fraction > BUSY_LIMIT {
@@ -562,30 +573,9 @@ impl Health {
             timing_cpu: None,
             timing_nice: None,
             contended_s: 0.0,
-            steal_s: 0.0,
+            steal_s,
             steering: None,
         }
-    }
-
-    /// Records `steal_s` and, when the run was late and the hypervisor took
-    /// more than 1 % of the run's time, says so beside the lateness: no setting
-    /// of the emulator's can help then, only a quieter host.
-    pub fn with_steal(mut self, steal_s: f64) -> Health {
-        self.steal_s = steal_s;
-        if self.lateness_us_p99 > LATENESS_P99_LIMIT_US && steal_s > 0.01 * self.wall_s {
-            if let Some(p) = self
-                .problems
-                .iter_mut()
-                .find(|p| p.starts_with("timer lateness"))
-            {
-                p.push_str(&format!(
-                    " (the hypervisor took {steal_s:.2} s from the timing thread's CPUs \
-                     in {:.1} s: the host is oversubscribed)",
-                    self.wall_s
-                ));
-            }
-        }
-        self
     }
 }
 
@@ -636,15 +626,15 @@ mod tests {
             for _ in 0..100 {
                 h.record(late_us * 1000).unwrap();
             }
-            Health::judge(&h, [0, 0], 0, [0.2, 0.1], 10.0)
+            move |steal_s| Health::judge(&h, [0, 0], 0, [0.2, 0.1], 10.0, steal_s)
         };
-        let late = health(500).with_steal(0.5);
+        let late = health(500)(0.5);
         assert!(!late.valid);
         assert_eq!(late.steal_s, 0.5);
         assert!(late.problems[0].contains("0.50 s from the timing thread's CPUs in 10.0 s"));
-        let little = health(500).with_steal(0.05);
+        let little = health(500)(0.05);
         assert!(!little.problems[0].contains("hypervisor"), "{little:?}");
-        let on_time = health(20).with_steal(0.5);
+        let on_time = health(20)(0.5);
         assert!(on_time.valid && on_time.problems.is_empty(), "{on_time:?}");
         assert_eq!(on_time.steal_s, 0.5);
     }

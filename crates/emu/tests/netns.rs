@@ -274,10 +274,10 @@ fn tcp_bytes_survive_segmentation_and_coalescing() {
 }
 
 /// The timing thread keeps a core of its own (`longhaul_emu::cpu`) and runs at
-/// the highest priority: the kernel's
-/// receive work for both devices is steered to the other CPUs, what runs in the
-/// namespaces stays off the timing CPU, the emulator pins itself there, and the
-/// thread that made the pair gets its CPUs back afterwards. What this buys beside
+/// the highest priority: the kernel's receive work for both devices is steered
+/// to the other CPUs, what runs in the namespaces stays off the timing CPU, the
+/// emulator pins itself there at nice -20, and the thread that made the pair
+/// gets its CPUs back afterwards. What this buys beside
 /// a busy process is a measurement, not a test (`docs/emulator.md`): on a VM, the
 /// host's own noise decides whether one given run stays valid.
 #[test]

@@ -488,6 +488,9 @@ pub struct Health {
     pub timing_cpu: Option<usize>,
     /// The timing thread's nice value, if raising it worked ([`crate::cpu::Raised`]).
     pub timing_nice: Option<i32>,
+    /// Whether a thread of the idle class kept the timing CPU from idling
+    /// ([`crate::cpu::Awake`]).
+    pub kept_awake: bool,
     /// Time during which another task kept the timing thread waiting for its
     /// core (10 ms readings that saw it wait over 100 µs), s; the loop then
     /// sleeps closer to each departure so the other task runs in the gaps.
@@ -572,6 +575,7 @@ impl Health {
             super_writes: [0; 2],
             timing_cpu: None,
             timing_nice: None,
+            kept_awake: false,
             contended_s: 0.0,
             steal_s,
             steering: None,

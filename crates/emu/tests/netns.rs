@@ -305,12 +305,15 @@ fn the_timing_thread_keeps_a_core_of_its_own() {
     let Some(&timing) = cpus.last().filter(|_| cpus.len() >= 2) else {
         // One CPU: nothing to steer to, nothing pinned.
         assert_eq!((h.timing_cpu, h.steering.as_deref()), (None, None));
+        assert!(!h.kept_awake, "{h:?}");
         return;
     };
     let others: Vec<usize> = cpus.iter().copied().filter(|&c| c != timing).collect();
     let want_mask: u128 = others.iter().map(|&c| 1u128 << c).sum();
     assert_eq!(h.timing_cpu, Some(timing), "{h:?}");
     assert!(h.steering.is_some(), "{h:?}");
+    // And an idle-class thread kept the timing CPU from halting.
+    assert!(h.kept_awake, "{h:?}");
     for (ns, out) in ["client", "server"].iter().zip(&seen) {
         let mask = out.lines().next().unwrap_or_default().replace(',', "");
         let mask = u128::from_str_radix(mask.trim(), 16).unwrap();

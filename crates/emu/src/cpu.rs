@@ -164,6 +164,9 @@ impl Drop for Raised {
     }
 }
 
+/// The name of [`Awake`]'s thread.
+const AWAKE_THREAD: &str = "longhaul-awake";
+
 /// While held, a thread of the idle scheduling class busy-polls on one CPU, so
 /// that CPU is never idle and (on a virtual machine) never halted; dropping it
 /// stops the thread. The module's introduction says why.
@@ -171,9 +174,6 @@ impl Drop for Raised {
 pub struct Awake {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
-    /// The spinning thread's id, for the tests.
-    #[cfg_attr(not(test), allow(dead_code))]
-    tid: i32,
 }
 
 impl Awake {
@@ -185,7 +185,7 @@ impl Awake {
         let (ready, started) = mpsc::channel();
         let stopped = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
-            .name("longhaul-awake".into())
+            .name(AWAKE_THREAD.into())
             .spawn(move || {
                 // The class first: pinned at normal priority, even briefly, it
                 // would compete with the timing thread.
@@ -194,17 +194,16 @@ impl Awake {
                     set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle)
                         .is_ok()
                         && pin_to(cpu).is_ok();
-                let _ = ready.send(ok.then(|| nix::unistd::gettid().as_raw()));
+                let _ = ready.send(ok);
                 while ok && !stopped.load(Ordering::Relaxed) {
                     std::hint::spin_loop();
                 }
             })
             .ok()?;
         match started.recv() {
-            Ok(Some(tid)) => Some(Awake {
+            Ok(true) => Some(Awake {
                 stop,
                 thread: Some(thread),
-                tid,
             }),
             _ => {
                 let _ = thread.join();
@@ -420,7 +419,19 @@ mod tests {
         let cpu = *allowed().last().expect("a CPU");
         let awake = Awake::new(cpu).expect("any thread may enter the idle class");
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let (policy, on, _) = sched_of(awake.tid);
+        // This process's one thread of that name.
+        let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|t| {
+                std::fs::read_to_string(format!("/proc/self/task/{t}/comm"))
+                    .is_ok_and(|c| c.trim() == AWAKE_THREAD)
+            })
+            .collect();
+        let [tid] = tids[..] else {
+            panic!("threads named {AWAKE_THREAD}: {tids:?}")
+        };
+        let (policy, on, _) = sched_of(tid);
         const SCHED_IDLE: u32 = 5;
         assert_eq!((policy, on), (SCHED_IDLE, cpu));
         let waited = std::thread::spawn(move || {
@@ -436,7 +447,6 @@ mod tests {
         .join()
         .unwrap();
         assert!(waited < 30_000_000, "waited {} ms", waited / 1_000_000);
-        let tid = awake.tid;
         drop(awake);
         assert!(!std::path::Path::new(&format!("/proc/self/task/{tid}")).exists());
     }

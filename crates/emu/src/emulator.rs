@@ -705,7 +705,8 @@ impl Contention {
     /// Waiting for the core longer than this between readings means contention,
     /// ns: a time slice of another task's (4 ms here, a tick at 250 Hz, beside a
     /// nice-0 hog). Shorter waits are brief turns of higher-priority work (on the
-    /// 2-core VM, the VM agent at nice -10: 150-600 µs about every 0.4 s) that no
+    /// 2-core VM, the VM agent at nice -10: 150-600 µs about every 0.4 s, read
+    /// with a scratch print of each reading) that no
     /// margin prevents. With 100 µs here those turns kept the short margin on
     /// for most of a run, each departure then met a wake-up's delay, and where
     /// the CPU was not kept awake ([`cpu::Awake`]) the hypervisor took the
@@ -714,8 +715,8 @@ impl Contention {
     /// How long one sign of contention keeps the short margin, ns. Beside a
     /// nice-0 hog each hold ends in one of its time slices (a burst of late
     /// packets): with 250 ms, a 2000-packet/s run met 12 in 4.5 s and its
-    /// lateness p99 was 1.1 ms; with a second, 11-28 µs (2026-11-29, scratch
-    /// builds).
+    /// lateness p99 was 1.1 ms; with a second, 11-28 µs (2026-11-29; the 250 ms
+    /// hold was a scratch patch, not kept).
     const HOLD: u64 = 1_000_000_000;
 
     /// For the calling thread (without `schedstat`, never contended).

@@ -492,7 +492,7 @@ pub struct Health {
     /// ([`crate::cpu::Awake`]).
     pub kept_awake: bool,
     /// Time during which another task kept the timing thread waiting for its
-    /// core (10 ms readings that saw it wait over 100 µs), s; the loop then
+    /// core (10 ms readings that saw it wait over a millisecond), s; the loop then
     /// sleeps closer to each departure so the other task runs in the gaps.
     pub contended_s: f64,
     /// Time the hypervisor took from the CPUs the timing thread ran on while

@@ -162,8 +162,8 @@ impl UdtRateControl for ArUdt {
         self.udt.on_timeout(now, inputs);
     }
 
-    fn on_packet_sent(&mut self, now: Instant, seq: UdtSeqNumber) {
-        self.udt.on_packet_sent(now, seq);
+    fn on_packet_sent(&mut self, now: Instant, due: Instant, seq: UdtSeqNumber) {
+        self.udt.on_packet_sent(now, due, seq);
         if !self.udt.in_slow_start() && seq.inc().value().is_multiple_of(16) && self.pkt_spw != 1.0
         {
             match self.config.scope {
@@ -188,6 +188,9 @@ impl UdtRateControl for ArUdt {
 mod tests {
     use super::super::udt::UdtConfig;
     use super::*;
+
+    /// When the tests' packets are sent (and due).
+    const AT_50MS: Instant = Instant::from_nanos(50_000_000);
 
     fn inputs(ack_rtt_us: f64, rcv: u32) -> UdtInputs {
         UdtInputs {
@@ -242,7 +245,7 @@ mod tests {
         let p = a.pkt_snd_period_us();
         // 32 packets: seq 15 and 31 precede multiples of 16, so two adjustments.
         for s in 0..32 {
-            a.on_packet_sent(Instant::from_nanos(50_000_000), UdtSeqNumber::new(s));
+            a.on_packet_sent(AT_50MS, AT_50MS, UdtSeqNumber::new(s));
         }
         assert!((a.pkt_snd_period_us() - p * 0.99 * 0.99).abs() < 1e-9);
         assert_eq!(a.class_counts()[0], 1);
@@ -254,7 +257,7 @@ mod tests {
         );
         let p = a.pkt_snd_period_us();
         for s in 32..64 {
-            a.on_packet_sent(Instant::from_nanos(50_000_000), UdtSeqNumber::new(s));
+            a.on_packet_sent(AT_50MS, AT_50MS, UdtSeqNumber::new(s));
         }
         assert_eq!(a.pkt_snd_period_us(), p);
     }
@@ -274,7 +277,7 @@ mod tests {
             }
             let before = a.pkt_snd_period_us();
             for s in 0..160 {
-                a.on_packet_sent(Instant::from_nanos(50_000_000), UdtSeqNumber::new(s));
+                a.on_packet_sent(AT_50MS, AT_50MS, UdtSeqNumber::new(s));
             }
             // Ten adjustments of 0.99 within the SYN, in either scope.
             assert!((a.pkt_snd_period_us() - before * 0.99f64.powi(10)).abs() < 1e-9);
@@ -331,8 +334,8 @@ mod tests {
                     udt.on_ack(now, UdtSeqNumber::new(step as u32 * 10), &inp);
                 }
                 _ => {
-                    ar.on_packet_sent(now, UdtSeqNumber::new(step as u32));
-                    udt.on_packet_sent(now, UdtSeqNumber::new(step as u32));
+                    ar.on_packet_sent(now, now, UdtSeqNumber::new(step as u32));
+                    udt.on_packet_sent(now, now, UdtSeqNumber::new(step as u32));
                 }
             }
             assert_eq!(

@@ -382,6 +382,78 @@ fn drain_keeps_the_estimate() {
     }
 }
 
+/// `pace_over_loss`: in ProbeBW with no queue standing, the pacing rises by the
+/// random loss rate. Hand-worked: one round per ACK, a 10 ms RTT and readings of
+/// 10 MB/s; Startup ends after three flat rounds and, with 10 packets in flight
+/// (under the 100-packet BDP), Drain at once. Then 60 ProbeBW rounds each
+/// delivering 95 packets and losing 5 (5 %). Timed at 10 ms (no queue), the
+/// average of the rounds at a gain of at most 1 nears 5 % (an eighth per round:
+/// after the 18 or more counted here, within a tenth of it), and the pacing is
+/// the model's over `1 - p`. Timed at 12 ms (a fifth of the min RTT stands in
+/// the queue), or with the change off, the pacing is the model's. After the
+/// no-queue rounds, two rounds over a queue take the rise away, and the average
+/// is kept: two rounds without one bring it back.
+#[test]
+fn pacing_makes_up_for_random_loss_only_without_a_standing_queue() {
+    for (on, queue_ms) in [(true, 10), (true, 12), (false, 10)] {
+        let cfg = BbrConfig {
+            lh: LhChanges {
+                loss_needs_queue: Some(0.1),
+                pace_over_loss: Some(on),
+                ..LhChanges::NONE
+            },
+            ..BbrConfig::v3_loss()
+        };
+        let mut b = Bbr::new(cfg, MSS, 10 * MSS, Instant::ZERO);
+        let mut delivered = 0u64;
+        let mut j = 0u64;
+        let mut round = |b: &mut Bbr, acked: u64, lost: u64, rtt_ms: u64| {
+            let rs = RateSample {
+                delivered: acked * MSS,
+                interval: Duration::from_millis(10),
+                prior_delivered: delivered,
+                newly_acked: acked * MSS,
+                newly_lost: lost * MSS,
+                losses: lost > 0,
+                prior_in_flight: 10 * MSS,
+                rtt: Some(Duration::from_millis(rtt_ms)),
+                ..RateSample::default()
+            };
+            delivered += acked * MSS;
+            j += 1;
+            b.update_with_rate(ms(10 * j), &rs, Some(10e6), delivered, 10 * MSS);
+        };
+        // The pacing over what the model alone would pace at.
+        let rise = |b: &Bbr| b.pacing_bytes_per_sec() / (10e6 * b.pacing_gain() * 0.99);
+        for _ in 0..5 {
+            round(&mut b, 100, 0, 10);
+        }
+        assert_eq!(b.mode(), BbrMode::ProbeBw);
+        assert!((rise(&b) - 1.0).abs() < 1e-9, "no loss yet");
+        for _ in 0..60 {
+            round(&mut b, 95, 5, queue_ms);
+        }
+        let made_up = 1.0 - 1.0 / rise(&b);
+        if on && queue_ms == 10 {
+            assert!((0.045..=0.05).contains(&made_up), "made up for {made_up}");
+            for _ in 0..2 {
+                round(&mut b, 95, 5, 12);
+            }
+            assert!((rise(&b) - 1.0).abs() < 1e-9, "over a queue");
+            for _ in 0..2 {
+                round(&mut b, 95, 5, 10);
+            }
+            let again = 1.0 - 1.0 / rise(&b);
+            assert!((0.045..=0.05).contains(&again), "made up for {again} again");
+        } else {
+            assert!(
+                made_up.abs() < 1e-9,
+                "on {on}, RTT {queue_ms} ms: {made_up}"
+            );
+        }
+    }
+}
+
 proptest! {
     /// Whatever the acknowledgements say (rates, RTTs, losses, timeouts, app
     /// limits), the pacing rate and window stay finite and positive.

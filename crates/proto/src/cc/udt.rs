@@ -101,8 +101,10 @@ pub trait UdtRateControl: core::fmt::Debug + Send {
     /// A light ACK (every 64 packets, no rates or RTT) acknowledged everything
     /// before `ack`. UDT4's controllers do not see these.
     fn on_light_ack(&mut self, _now: Instant, _ack: UdtSeqNumber) {}
-    /// The packet `seq` was just sent.
-    fn on_packet_sent(&mut self, _now: Instant, _seq: UdtSeqNumber) {}
+    /// The packet `seq` was just sent, at `now`; the sending schedule had it leave
+    /// at `due`, earlier than `now` by the debt of a sender paying back lateness
+    /// (`now` itself in a simulator, and after the sender had nothing to send).
+    fn on_packet_sent(&mut self, _now: Instant, _due: Instant, _seq: UdtSeqNumber) {}
     /// Time between packets, µs.
     fn pkt_snd_period_us(&self) -> f64;
     /// Congestion window, packets.

@@ -108,7 +108,6 @@ impl UdtConnection {
         } else {
             self.snd_next += 1;
         }
-        rate!(self, c => c.on_packet_sent(now, seq));
         // A driver cannot busy-wait as UDT4's sender thread does, so the engine keeps
         // the schedule as 4.11 built with NO_BUSY_WAITING does (`m_ullTimeDiff`): time
         // a packet leaves late is paid back by sending the next ones early. A
@@ -116,6 +115,8 @@ impl UdtConnection {
         let mut late = self.late_by.map_or(Duration::ZERO, |d| {
             d + now.saturating_duration_since(self.next_send)
         });
+        let due = Instant::from_nanos(now.as_nanos().saturating_sub(late.as_nanos() as u64));
+        rate!(self, c => c.on_packet_sent(now, due, seq));
         // Packet pair: a packet whose sequence number is a multiple of 16 is followed
         // at once by the next.
         let mut period = Duration::from_nanos((self.pkt_snd_period_us() * 1000.0) as u64);

@@ -562,6 +562,9 @@ impl Loader<'_> {
         if let Some(n) = f.nak_rtt {
             b.lh.nak_rtt = n;
         }
+        if let Some(p) = f.pace_over_loss {
+            b.lh.pace_over_loss = Some(p);
+        }
         if let Some(g) = fraction("startup_growth", f.startup_growth, 4.0)? {
             if g < 1.0 {
                 return Err(self.err(

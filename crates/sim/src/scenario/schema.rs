@@ -430,6 +430,8 @@ pub(super) struct BbrFile {
     pub(super) loss_needs_queue: Option<f64>,
     pub(super) drain_holds_bw: Option<bool>,
     pub(super) nak_rtt: Option<bool>,
+    /// false keeps a coupled group's pacing from making up for random loss.
+    pub(super) pace_over_loss: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

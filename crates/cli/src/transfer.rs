@@ -193,14 +193,18 @@ pub struct SendArgs {
     /// the AR-UDT paper's. docs/bbr.md says when to choose which.
     #[arg(long, default_value = "bbr-lh", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
     cc: String,
-    /// Let the channels share one BBR model (bbr, bbr-v3, bbr-lh), so that to the
-    /// path they are one flow; by default each has its own, as separate flows,
-    /// which overshoot a shared bottleneck together. Coupled channels fill long
-    /// paths and drop almost nothing; under heavy random loss (5 %) they carry a
-    /// little less than separate ones (81-83 Mb/s against 85-90 at 100 Mb/s), so
-    /// this is not yet the default (docs/bbr.md, "Coupled channels").
-    #[arg(long)]
+    /// The channels share one BBR model (bbr, bbr-v3, bbr-lh), so that to the path
+    /// they are one flow: the default for UDT channels running BBR. Given
+    /// explicitly, it is an error where there is no model to share (TCP, or UDT's
+    /// own controls).
+    #[arg(long, overrides_with = "no_couple")]
     couple: bool,
+    /// Give each channel its own BBR model, as separate flows. They overshoot a
+    /// shared bottleneck together (a quarter of what they offer dropped at
+    /// 1 Gb/s × 50 ms, and less carried than coupled), and carry about as much as
+    /// coupled under heavy random loss (docs/bbr.md, "Coupled channels").
+    #[arg(long, overrides_with = "couple")]
+    no_couple: bool,
     /// Cap the total sending rate (e.g. 500Mbps), shared evenly by the UDT channels
     /// (UDT4's UDT_MAXBW on each).
     #[arg(long)]
@@ -421,11 +425,14 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let rate_control =
         RateControl::from_name(&a.cc, UdtConnConfig::default().rate_control.udt_config())
             .map_err(|e| Failure::input(anyhow::anyhow!("--cc: {e}")))?;
-    if a.couple && (a.transport == "tcp" || !matches!(rate_control, RateControl::Bbr(_))) {
+    let shareable = a.transport != "tcp" && matches!(rate_control, RateControl::Bbr(_));
+    if a.couple && !shareable {
         return Err(Failure::input(anyhow::anyhow!(
             "--couple: only UDT channels running BBR share a model; use it with --cc bbr-lh, bbr or bbr-v3 over UDT, or leave it out"
         )));
     }
+    // Coupled unless asked not to, where there is a model to share.
+    let couple = shareable && !a.no_couple;
     if let Some(p) = &a.block_log {
         crate::writable("block-log", p)?;
     }
@@ -451,7 +458,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             },
             a.udt_buffer,
         )?,
-        couple: a.couple,
+        couple,
         progress: Some(progress.clone()),
         encrypt: !a.token.no_encryption,
         ..SendOptions::new(paths, dest, &token)
@@ -513,7 +520,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     if a.json_stream {
         outln!(
             "{}",
-            serde_json::json!({"event": "start", "data": {"bytes_total": total, "channels": total_channels, "concurrency": a.concurrency, "pipelining": !a.no_pipelining, "transport": a.transport}})
+            serde_json::json!({"event": "start", "data": {"bytes_total": total, "channels": total_channels, "concurrency": a.concurrency, "pipelining": !a.no_pipelining, "transport": a.transport, "coupled": couple}})
         )?;
     }
     let done = Arc::new(AtomicBool::new(false));
@@ -571,7 +578,7 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
     let s = result?;
     let secs = start.elapsed().as_secs_f64();
     let gbps = s.bytes as f64 * 8.0 / secs.max(1e-9) / 1e9;
-    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "pieces": s.pieces, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "handshake_seconds": s.handshake.as_secs_f64(), "channel_seconds": s.channel_finished.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(), "seconds": secs, "bits_per_second": gbps * 1e9});
+    let summary = serde_json::json!({"files": s.files, "folders": s.folders, "present_files": s.present, "replaced_files": s.replaced, "differing_files": s.differ, "bytes": s.bytes, "blocks": s.blocks, "resent_blocks": s.resent, "pieces": s.pieces, "resumed_blocks": s.skipped, "changed_blocks": s.changed, "modified_while_sent": s.modified, "confirmation_waits": s.confirmation_waits, "handshake_seconds": s.handshake.as_secs_f64(), "channel_seconds": s.channel_finished.iter().map(|d| d.as_secs_f64()).collect::<Vec<_>>(), "seconds": secs, "bits_per_second": gbps * 1e9, "coupled": couple});
     if a.json_stream {
         outln!(
             "{}",

@@ -908,6 +908,8 @@ fn send_and_recv_over_loopback() {
     let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(summary["files"], 2);
     assert_eq!(summary["bytes"], 3_000_022);
+    // UDT channels running BBR (the defaults) share one model unless told not to.
+    assert_eq!(summary["coupled"], true);
     let r = recv.wait_with_output().unwrap();
     assert!(r.status.success());
     assert_eq!(
@@ -923,7 +925,15 @@ fn send_and_recv_over_loopback() {
     // --json-stream: NDJSON events, start first and end last.
     let (recv, addr, _) = serve("dst3");
     let o = longhaul(
-        &["send", "--token-file", "tok", "--json-stream", "src", &addr],
+        &[
+            "send",
+            "--token-file",
+            "tok",
+            "--no-couple",
+            "--json-stream",
+            "src",
+            &addr,
+        ],
         dir.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -933,6 +943,7 @@ fn send_and_recv_over_loopback() {
         .collect();
     assert_eq!(events[0]["event"], "start");
     assert_eq!(events[0]["data"]["bytes_total"], 3_000_022);
+    assert_eq!(events[0]["data"]["coupled"], false);
     let end = events.last().unwrap();
     assert_eq!(end["event"], "end");
     assert_eq!(end["data"]["sum"]["bytes"], 3_000_022);

@@ -79,7 +79,7 @@ pub struct SendOptions {
     pub udt: UdtConnConfig,
     /// Whether the channels' senders share one BBR model (when `udt`'s control is
     /// BBR), so that to the path they are one flow; as separate flows they
-    /// overshoot it together in the simulator (docs/bbr.md, "Coupled channels").
+    /// overshoot it together (docs/bbr.md, "Coupled channels"). On by default.
     pub couple: bool,
     /// How long to wait for the receiver at each step.
     pub timeout: Duration,
@@ -96,7 +96,7 @@ pub struct SendOptions {
 impl SendOptions {
     /// `paths` to the receiver at `dest` with `token`, on `longhaul send`'s
     /// defaults: 4 UDT channels, one file at a time, pipelined, 4 MiB blocks,
-    /// UDT4's parameters, each channel its own rate control, 30 s per step; no
+    /// UDT4's parameters, the channels sharing one BBR model, 30 s per step; no
     /// log, progress counter or faults.
     pub fn new(paths: Vec<PathBuf>, dest: SocketAddr, token: &str) -> Self {
         SendOptions {
@@ -113,7 +113,7 @@ impl SendOptions {
             transport: super::Transport::Udt,
             block_size: 4 << 20,
             udt: UdtConnConfig::default(),
-            couple: false,
+            couple: true,
             timeout: Duration::from_secs(30),
             impair: None,
             progress: None,

@@ -164,10 +164,11 @@ pub struct LhChanges {
     /// (100 Mb/s × 20 ms, 5 % loss: 68 Mb/s, and 84-86 with this and
     /// `drain_holds_bw`'s refresh). false: ACK samples only. TCP ignores it.
     pub nak_rtt: bool,
-    /// In ProbeBW, while no queue stands (by `loss_needs_queue`, which this needs),
-    /// pace at the model's rate over `1 - p`, where `p` is the loss rate of the
+    /// In ProbeBW, while no queue stands (by `loss_needs_queue`, which this needs,
+    /// as it needs v3's loss threshold, without which rounds' losses are not
+    /// counted), pace at the model's rate over `1 - p`, where `p` is the loss rate of the
     /// rounds that showed no standing queue at a gain of at most 1 (a moving
-    /// average, an eighth per round, at most [`MAX_PACED_OVER_LOSS`]).
+    /// average, an eighth per round, at most `MAX_PACED_OVER_LOSS`).
     ///
     /// Why: a link that drops at random drops on the way in (the simulator's and
     /// the emulator's links do; a lossy radio hop before the bottleneck does), so a

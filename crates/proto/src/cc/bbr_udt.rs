@@ -180,8 +180,10 @@ impl Model {
         }
     }
 
-    /// How many members share the rate and the window: those with packets
-    /// outstanding (at least one, so that a member about to send has a share).
+    /// How many members share the window (and the rate, for the bandwidth
+    /// sample): those with packets outstanding (at least one, so that a member
+    /// about to send has a share). The pacing is shared by the group's clock
+    /// ([`Member::book`]) instead.
     fn sharing(&self) -> u64 {
         if self.busy.len() == 1 {
             return 1; // a lone sender, asked for every packet it sends
@@ -680,7 +682,7 @@ impl UdtRateControl for BbrUdt {
     /// packet pair every 16 packets (the second at once, without a period), so 16
     /// packets take 15 periods: a period of `mss / rate` would send 16/15 of the
     /// rate, 6.7 % above the model, which is a standing queue at a bottleneck. A
-    /// group's member waits for the group's next slot instead ([`Member::book`]),
+    /// group's member waits for the group's next slot instead (`Member::book`),
     /// asked just after each packet it sends.
     fn pkt_snd_period_us(&self) -> f64 {
         let model = self.read();

@@ -573,7 +573,7 @@ fn files_arrive_byte_exact_through_loss_duplication_and_reordering() {
     through_impairment(11, &files, 2, |o| o.block_size = 32 << 10);
 }
 
-/// Four channels running one BBR model (`--couple`) move files byte-exact through
+/// Four channels running one BBR model (`send`'s default) move files byte-exact through
 /// the same impairments: the members' shared model, its lock and its one clock
 /// hold up under real threads.
 #[test]

@@ -949,6 +949,19 @@ fn send_and_recv_over_loopback() {
     assert_eq!(end["data"]["sum"]["bytes"], 3_000_022);
     assert!(recv.wait_with_output().unwrap().status.success());
 
+    // Linux's BBR (no bbr-lh changes) keeps a model per channel unless asked.
+    for (extra, coupled) in [(None, false), (Some("--couple"), true)] {
+        let (recv, addr, _) = serve(if coupled { "dst5" } else { "dst4" });
+        let mut args = vec!["send", "--token-file", "tok", "--cc", "bbr", "--json"];
+        args.extend(extra);
+        args.extend(["src", &addr]);
+        let o = longhaul(&args, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(summary["coupled"], coupled, "{extra:?}");
+        assert!(recv.wait_with_output().unwrap().status.success());
+    }
+
     let (recv, addr, err) = serve("dst2");
     let o = longhaul(&["send", "--token-file", "bad", "src", &addr], dir.path());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));

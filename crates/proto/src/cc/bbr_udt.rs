@@ -595,9 +595,9 @@ impl Member {
     ///
     /// From `due`, not from when the packet left: a real sender's threads wake
     /// late, and the engine pays that back by sending the next packets early. A
-    /// clock restarted from the late send instead lost the lateness for good: a
-    /// real group at 1 Gb/s × 50 ms without loss carried 850-869 Mb/s against
-    /// 915-917 with shares. An idle group banks no slots: a member that had
+    /// clock restarted from the late send instead (a scratch build, not kept) lost
+    /// the lateness for good: a real group at 1 Gb/s × 50 ms without loss carried
+    /// 850-869 Mb/s against 915-917 with shares. An idle group banks no slots: a member that had
     /// nothing to send is due when it sends.
     fn book(&mut self, model: &mut Model, due: Instant) {
         let rate = model.bbr.pacing_bytes_per_sec();

@@ -256,6 +256,22 @@ fn a_transfers_bbr_channels_share_the_path_as_one_flow() {
     );
 }
 
+/// A coupled group of Linux's v1 model gets through ProbeRTT: four `bbr` channels
+/// moving 3 GB over 1 Gb/s × 200 ms with 1e-4 loss. Each member keeps two packets
+/// out whatever its share of the window (`MIN_WINDOW_PKTS`), so the group's
+/// inflight never fell to BBR's four packets, ProbeRTT never began its 200 ms, and
+/// from the first expiry of the min RTT, at 15 s, the window stayed at four
+/// packets: seed 1 carried 210.4 Mb/s over this test's 60 s (990 Mb/s on the link
+/// until then, 0.5 after; 42.4 over `channels.toml`'s 300 s). With the floor raised
+/// to the members' eight packets it carries 868.5 (seeds 2-4: 863.6, 857.3, 868.3;
+/// 2026-11-29). Floor: 800 Mb/s.
+#[test]
+fn a_coupled_v1_group_gets_through_probe_rtt() {
+    let (mbps, _) = channels_over("1Gbps", "100ms", 1e-4, "3GB", "cc = \"bbr\"", true, 1);
+    eprintln!("coupled bbr, seed 1: {mbps:.1} Mb/s");
+    assert!(mbps >= 800.0, "{mbps:.1} Mb/s");
+}
+
 /// A coupled group's lossy rounds bound its window only over a standing queue
 /// (`GROUP_LOSS_NEEDS_QUEUE`), read from RTT samples that holes do not delay
 /// (`nak_rtt`), and its pacing makes up for the random loss while no queue stands

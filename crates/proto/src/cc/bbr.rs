@@ -264,6 +264,9 @@ pub enum BbrMode {
 pub struct Bbr {
     cfg: BbrConfig,
     smss: u64,
+    /// The window floor, bytes: [`MIN_CWND_PKTS`] segments unless the sender cannot
+    /// hold that little in flight ([`set_min_cwnd_pkts`](Self::set_min_cwnd_pkts)).
+    min_cwnd: u64,
     mode: BbrMode,
     /// Bottleneck bandwidth, bytes per second, over [`BW_WINDOW_ROUNDS`] rounds.
     bw: WindowedMax,
@@ -317,6 +320,7 @@ impl Bbr {
         let mut b = Bbr {
             cfg,
             smss,
+            min_cwnd: MIN_CWND_PKTS * smss,
             mode: BbrMode::Startup,
             bw: WindowedMax::default(),
             min_rtt: None,
@@ -377,6 +381,16 @@ impl Bbr {
     pub fn cwnd(&self) -> u64 {
         self.cwnd
     }
+    /// Raises the window floor to `pkts` segments, if that is more than Linux's
+    /// four: for a sender that cannot bring its packets in flight down to
+    /// four. ProbeRTT waits for the inflight to reach the floor before it starts its
+    /// 200 ms, so a floor the sender cannot reach would hold it in ProbeRTT, at the
+    /// floor's window, for good. (Linux has no such case: TCP can always send less.
+    /// A UDT group can't, see `bbr_udt`.)
+    pub fn set_min_cwnd_pkts(&mut self, pkts: u64) {
+        self.min_cwnd = pkts.max(MIN_CWND_PKTS) * self.smss;
+        self.cwnd = self.cwnd.max(self.min_cwnd);
+    }
     /// Whether Startup found the pipe full.
     pub fn full_bw_reached(&self) -> bool {
         self.full_bw_reached
@@ -412,7 +426,7 @@ impl Bbr {
     /// `gain × BDP`, bytes; the initial window while no RTT is known.
     fn bdp(&self, bw: u64, gain: f64) -> u64 {
         match self.min_rtt {
-            None => self.cwnd.max(MIN_CWND_PKTS * self.smss),
+            None => self.cwnd.max(self.min_cwnd),
             Some(rtt) => (bw as f64 * rtt.as_secs_f64() * gain).ceil() as u64,
         }
     }
@@ -478,7 +492,7 @@ impl Bbr {
     /// keeps its model but a new round starts and Startup's plateau count restarts.
     pub fn on_rto(&mut self, in_flight: u64) {
         self.prior_cwnd = self.cwnd.max(self.prior_cwnd);
-        self.cwnd = (in_flight + self.smss).max(MIN_CWND_PKTS * self.smss);
+        self.cwnd = (in_flight + self.smss).max(self.min_cwnd);
         self.full_bw = 0;
         self.round_start = true;
     }
@@ -782,7 +796,7 @@ impl Bbr {
             return;
         }
         match self.probe_rtt_done {
-            None if in_flight <= MIN_CWND_PKTS * self.smss => {
+            None if in_flight <= self.min_cwnd => {
                 // Inflight reached the floor: hold it there for 200 ms and a round.
                 self.probe_rtt_done = Some(now + PROBE_RTT_TIME);
                 self.probe_rtt_round_done = false;
@@ -857,13 +871,13 @@ impl Bbr {
             } else if self.cwnd < target || bw == 0 {
                 self.cwnd += (acked as f64 * self.cfg.lh.startup_growth) as u64;
             }
-            self.cwnd = self.cwnd.max(MIN_CWND_PKTS * self.smss);
+            self.cwnd = self.cwnd.max(self.min_cwnd);
         }
         if let (Some(hi), BbrMode::ProbeBw) = (self.inflight_hi, self.mode) {
-            self.cwnd = self.cwnd.min(hi.max(MIN_CWND_PKTS * self.smss));
+            self.cwnd = self.cwnd.min(hi.max(self.min_cwnd));
         }
         if self.mode == BbrMode::ProbeRtt {
-            self.cwnd = self.cwnd.min(MIN_CWND_PKTS * self.smss);
+            self.cwnd = self.cwnd.min(self.min_cwnd);
         }
     }
 }
@@ -887,7 +901,7 @@ impl super::CongestionControl for Bbr {
         };
         self.in_recovery = true;
         self.packet_conservation = true;
-        self.cwnd = (in_flight + self.smss).max(MIN_CWND_PKTS * self.smss);
+        self.cwnd = (in_flight + self.smss).max(self.min_cwnd);
     }
     fn on_recovery_end(&mut self, _now: Instant) {
         self.in_recovery = false;

@@ -17,7 +17,24 @@ fn ms(n: u64) -> Instant {
 /// bottleneck has serviced it plus the RTT. Returns the controller after
 /// `duration_ms`, and the largest queue seen after `settle_ms`, bytes.
 fn run_fluid(link: f64, rtt_ms: u64, duration_ms: u64, settle_ms: u64) -> (Bbr, f64, Vec<BbrMode>) {
+    run_fluid_held(link, rtt_ms, duration_ms, settle_ms, 0, None)
+}
+
+/// [`run_fluid`] with a sender that keeps at least `hold_pkts` packets in flight
+/// whatever the window (as a group of UDT channels does: each keeps two out), and
+/// the model's window floor raised to `floor_pkts`, if given.
+fn run_fluid_held(
+    link: f64,
+    rtt_ms: u64,
+    duration_ms: u64,
+    settle_ms: u64,
+    hold_pkts: u64,
+    floor_pkts: Option<u64>,
+) -> (Bbr, f64, Vec<BbrMode>) {
     let mut bbr = Bbr::new(BbrConfig::default(), MSS, 10 * MSS, Instant::ZERO);
+    if let Some(pkts) = floor_pkts {
+        bbr.set_min_cwnd_pkts(pkts);
+    }
     let mut s = RateSampler::default();
     let mut flight: std::collections::VecDeque<(Instant, crate::cc::SendState)> =
         Default::default();
@@ -51,7 +68,7 @@ fn run_fluid(link: f64, rtt_ms: u64, duration_ms: u64, settle_ms: u64) -> (Bbr, 
             }
         }
         // Sends due.
-        while t >= next_send && (flight.len() as u64 * MSS) < bbr.cwnd() {
+        while t >= next_send && (flight.len() as u64 * MSS) < bbr.cwnd().max(hold_pkts * MSS) {
             let st = s.on_send(now, flight.len() as u64 * MSS);
             let service = (MSS as f64 / link * 1e9) as u64;
             link_free = link_free.max(t) + service;
@@ -97,6 +114,23 @@ fn probe_rtt_runs_every_ten_seconds() {
     let (_, _, modes) = run_fluid(10e6, 40, 10_600, 0);
     assert!(modes.contains(&BbrMode::ProbeRtt), "{modes:?}");
     assert_eq!(modes.last(), Some(&BbrMode::ProbeBw), "{modes:?}");
+}
+
+/// A sender that cannot bring its inflight down to four packets (a UDT group of
+/// four channels keeps two out each) never starts ProbeRTT's 200 ms, which waits
+/// for the inflight to reach the floor: left at four packets, the model stays in
+/// ProbeRTT, its window at the floor, from the first expiry on (the collapse of
+/// four coupled `bbr` channels, 990 to 0.5 Mb/s, see `bbr_udt`). With the floor
+/// raised to what the sender can hold, ProbeRTT ends as it does for a lone flow.
+#[test]
+fn probe_rtt_ends_when_the_floor_is_what_the_sender_can_hold() {
+    let (stuck, _, modes) = run_fluid_held(10e6, 40, 12_000, 0, 8, None);
+    assert_eq!(modes.last(), Some(&BbrMode::ProbeRtt), "{modes:?}");
+    assert_eq!(stuck.cwnd(), MIN_CWND_PKTS * MSS);
+    let (bbr, _, modes) = run_fluid_held(10e6, 40, 12_000, 0, 8, Some(8));
+    assert!(modes.contains(&BbrMode::ProbeRtt), "{modes:?}");
+    assert_eq!(modes.last(), Some(&BbrMode::ProbeBw), "{modes:?}");
+    assert!(bbr.cwnd() > 8 * MSS, "cwnd {}", bbr.cwnd());
 }
 
 /// Hand-worked Startup exit: bandwidth samples 100, 200, 400, 450, 450, 450 (one

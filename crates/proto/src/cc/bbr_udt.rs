@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::bbr::{Bbr, BbrConfig, BbrMode, LhChanges};
 use super::delivery_rate::{RateSampler, SendState};
-use super::udt::{UdtInputs, UdtRateControl};
+use super::udt::{UdtInputs, UdtRateControl, MIN_WINDOW_PKTS};
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
 use longhaul_wire::udt::LossList;
@@ -122,9 +122,19 @@ impl Model {
         }
     }
 
+    /// A new member: its slots, and the window floor raised to what the group
+    /// can hold. Each member keeps up to [`MIN_WINDOW_PKTS`] packets out whatever
+    /// its share of the window, so a group of more than two cannot bring its
+    /// inflight down to BBR's four packets. Left at four, ProbeRTT waited for an
+    /// inflight the group never reached and held the window at four packets for
+    /// good: four coupled `bbr` channels at 1 Gb/s × 200 ms with 1e-4 loss ran at
+    /// 990 Mb/s until their first ProbeRTT at 15 s, then at 0.5 Mb/s, with two
+    /// packets out per member (`channels.toml`, seed 1).
     fn join(&mut self) -> usize {
         self.readings.push(None);
         self.busy.push(false);
+        let members = self.readings.len() as u64;
+        self.bbr.set_min_cwnd_pkts(MIN_WINDOW_PKTS * members);
         self.readings.len() - 1
     }
 
@@ -987,6 +997,33 @@ mod tests {
     /// for the slot after. A member that sends nothing takes no slots, so the
     /// other sends at the whole rate; two sending alternately get half each. The
     /// window is shared between the members with packets outstanding.
+    /// Each member keeps up to [`MIN_WINDOW_PKTS`] packets out whatever its share
+    /// of the window, so the model's floor is that many per member once there are
+    /// more than two: an EXP timeout takes the window down to the floor, four
+    /// packets for a lone sender or two members, eight for four members.
+    #[test]
+    fn a_groups_window_floor_is_what_its_members_can_hold() {
+        let floor_after_timeout = |members: u32| {
+            let g = BbrGroup::new(BbrConfig::default(), MSS, members, Instant::ZERO);
+            let mut ends: Vec<BbrUdt> = (0..members)
+                .map(|i| BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(100 * i)))
+                .collect();
+            ends[0].on_timeout(ms(1), &inputs(0, 0));
+            let cwnd = lock(&g.model).bbr.cwnd();
+            cwnd / u64::from(MSS)
+        };
+        assert_eq!(floor_after_timeout(2), 4);
+        assert_eq!(floor_after_timeout(4), 4 * MIN_WINDOW_PKTS);
+        let mut lone = BbrUdt::new(
+            BbrConfig::default(),
+            MSS,
+            Instant::ZERO,
+            UdtSeqNumber::new(9),
+        );
+        lone.on_timeout(ms(1), &inputs(0, 0));
+        assert_eq!(lone.read().bbr.cwnd(), 4 * u64::from(MSS));
+    }
+
     #[test]
     fn members_share_the_rate_and_the_window() {
         let g = BbrGroup::new(BbrConfig::default(), MSS, 2, Instant::ZERO);

@@ -86,6 +86,12 @@ pub struct UdtInputs {
     pub ack_bandwidth_pps: u32,
 }
 
+/// The fewest packets a UDT sender may keep unacknowledged, whatever its
+/// controller's window says. UDT4's receiver never advertises less than two packets
+/// of free buffer, "to break potential deadlock" (`CUDT::sendCtrl`), and the engine
+/// holds the congestion window to the same floor.
+pub const MIN_WINDOW_PKTS: u64 = 2;
+
 /// The events a UDT rate controller reacts to; the engine is generic over it, so UDT
 /// and AR-UDT drive the same engine.
 pub trait UdtRateControl: core::fmt::Debug + Send {

@@ -2,7 +2,7 @@
 //! retransmit, then new data, each data packet only when the pacing timer allows
 //! (UDT4's sending period, paid back when late).
 
-use crate::cc::UdtRateControl;
+use crate::cc::{UdtRateControl, MIN_WINDOW_PKTS};
 use crate::time::{Duration, Instant};
 use longhaul_wire::udt::{AckInfo, Boundary, Control, LossList, UdtRepr, HEADER_LEN};
 
@@ -13,7 +13,10 @@ use super::{
 
 impl UdtConnection {
     pub(super) fn has_data_to_send(&self) -> bool {
-        let window = self.flow_window.min(rate_cwnd(&self.cc) as u64).max(2);
+        let window = self
+            .flow_window
+            .min(rate_cwnd(&self.cc) as u64)
+            .max(MIN_WINDOW_PKTS);
         !self.snd_loss.is_empty()
             || (self.snd_next < self.snd_last_ack + self.snd_buf.len() as u64
                 && self.snd_next - self.snd_last_ack < window)
@@ -162,7 +165,7 @@ impl UdtConnection {
                         .saturating_sub(
                             self.rcv_ooo.len() as u64 + (self.readable.len() / self.payload) as u64,
                         )
-                        .max(2) as u32;
+                        .max(MIN_WINDOW_PKTS) as u32;
                     let info = if self.last_ack_time.is_none_or(|t| {
                         now.saturating_duration_since(t) > Duration::from_micros(SYN)
                     }) {

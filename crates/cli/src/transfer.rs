@@ -194,10 +194,8 @@ pub struct SendArgs {
     #[arg(long, default_value = "bbr-lh", value_parser = clap::builder::PossibleValuesParser::new(RateControl::NAMES))]
     cc: String,
     /// The channels share one BBR model (bbr, bbr-v3, bbr-lh), so that to the path
-    /// they are one flow: the default for UDT channels running bbr-lh. For bbr and
-    /// bbr-v3 only when given (without bbr-lh's changes a shared model can
-    /// collapse on a long path; docs/bbr.md). Given where there is no model to
-    /// share (TCP, or UDT's own controls), it is an error.
+    /// they are one flow: the default for UDT channels running BBR. Given where
+    /// there is no model to share (TCP, or UDT's own controls), it is an error.
     #[arg(long, overrides_with = "no_couple")]
     couple: bool,
     /// Give each channel its own BBR model, as separate flows. They overshoot a
@@ -432,11 +430,8 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
             "--couple: only UDT channels running BBR share a model; use it with --cc bbr-lh, bbr or bbr-v3 over UDT, or leave it out"
         )));
     }
-    // bbr-lh's channels are coupled unless asked not to; bbr's and bbr-v3's only
-    // when asked: without bbr-lh's changes a group's model is fragile (a coupled
-    // v1 group at 1 Gb/s x 200 ms with 1e-4 loss fell to 42-145 Mb/s on some
-    // seeds, in the simulator and in real runs; docs/bbr.md).
-    let couple = shareable && (a.couple || (a.cc == "bbr-lh" && !a.no_couple));
+    // Coupled unless asked not to, where there is a model to share.
+    let couple = shareable && !a.no_couple;
     if let Some(p) = &a.block_log {
         crate::writable("block-log", p)?;
     }

@@ -949,8 +949,8 @@ fn send_and_recv_over_loopback() {
     assert_eq!(end["data"]["sum"]["bytes"], 3_000_022);
     assert!(recv.wait_with_output().unwrap().status.success());
 
-    // Linux's BBR (no bbr-lh changes) keeps a model per channel unless asked.
-    for (extra, coupled) in [(None, false), (Some("--couple"), true)] {
+    // Linux's BBR (no bbr-lh changes) couples as bbr-lh does.
+    for (extra, coupled) in [(None, true), (Some("--no-couple"), false)] {
         let (recv, addr, _) = serve(if coupled { "dst5" } else { "dst4" });
         let mut args = vec!["send", "--token-file", "tok", "--cc", "bbr", "--json"];
         args.extend(extra);

@@ -428,7 +428,7 @@ pub struct TransferSpec {
     pub content: bool,
     /// Whether UDT channels whose control is BBR share one model, so that to the
     /// path they are one flow ([`longhaul_proto::cc::BbrGroup`]), as `longhaul
-    /// send`'s bbr-lh channels do by default.
+    /// send`'s do by default.
     pub couple: bool,
 }
 

@@ -79,9 +79,7 @@ pub struct SendOptions {
     pub udt: UdtConnConfig,
     /// Whether the channels' senders share one BBR model (when `udt`'s control is
     /// BBR), so that to the path they are one flow; as separate flows they
-    /// overshoot it together (docs/bbr.md, "Coupled channels"). On by default;
-    /// `longhaul send` turns it off for BBR without `bbr-lh`'s changes unless
-    /// asked (a shared v1 model can collapse on a long path).
+    /// overshoot it together (docs/bbr.md, "Coupled channels"). On by default.
     pub couple: bool,
     /// How long to wait for the receiver at each step.
     pub timeout: Duration,

@@ -992,11 +992,6 @@ mod tests {
         }
     }
 
-    /// Members of a group take turns on one pacing clock: each packet, whichever
-    /// member sends it, takes the next slot of `mss / rate`, and its sender waits
-    /// for the slot after. A member that sends nothing takes no slots, so the
-    /// other sends at the whole rate; two sending alternately get half each. The
-    /// window is shared between the members with packets outstanding.
     /// Each member keeps up to [`MIN_WINDOW_PKTS`] packets out whatever its share
     /// of the window, so the model's floor is that many per member once there are
     /// more than two: an EXP timeout takes the window down to the floor, four
@@ -1024,6 +1019,11 @@ mod tests {
         assert_eq!(lone.read().bbr.cwnd(), 4 * u64::from(MSS));
     }
 
+    /// Members of a group take turns on one pacing clock: each packet, whichever
+    /// member sends it, takes the next slot of `mss / rate`, and its sender waits
+    /// for the slot after. A member that sends nothing takes no slots, so the
+    /// other sends at the whole rate; two sending alternately get half each. The
+    /// window is shared between the members with packets outstanding.
     #[test]
     fn members_share_the_rate_and_the_window() {
         let g = BbrGroup::new(BbrConfig::default(), MSS, 2, Instant::ZERO);

@@ -1346,7 +1346,23 @@ fn kill_and_resume(victim: Side) {
     assert!(handed >= kept, "{handed} handed out, {kept} kept");
 
     let (recv, addr) = serve();
-    let o = send(&addr, "log2").wait_with_output().unwrap();
+    // Bounded: a resumed send that crawls (seen once under CI load, 2026-11-29:
+    // eight blocks in 14 minutes) fails here instead of holding the suite.
+    let mut resumed = send(&addr, "log2");
+    let (limit, step) = (
+        std::time::Duration::from_secs(180),
+        std::time::Duration::from_millis(50),
+    );
+    let mut waited = std::time::Duration::ZERO;
+    while resumed.try_wait().unwrap().is_none() {
+        if waited > limit {
+            resumed.kill().unwrap();
+            panic!("the resumed send did not finish within {limit:?}");
+        }
+        std::thread::sleep(step);
+        waited += step;
+    }
+    let o = resumed.wait_with_output().unwrap();
     assert!(o.status.success());
     let mut recv = recv;
     assert!(recv.wait().unwrap().success());

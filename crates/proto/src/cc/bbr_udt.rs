@@ -5,8 +5,10 @@
 //! the sending period (`mss / pacing rate`) and the window, which the engine already
 //! obeys.
 //!
-//! What BBR needs that UDT4's controller interface does not carry, the adapter keeps
-//! itself: per packet in flight, a delivery-rate snapshot ([`RateSampler`]) and
+//! The engine tells it one thing UDT4's controllers are not told: when the sender
+//! runs out of data (`on_app_limited`), so that the application's pace is not
+//! taken for the path's. What else BBR needs that UDT4's controller interface does
+//! not carry, the adapter keeps itself: per packet in flight, a delivery-rate snapshot ([`RateSampler`]) and
 //! whether it is in flight, known delivered or known lost. UDT acknowledges
 //! cumulatively and has no SACK, so three measurements are taken differently from a
 //! TCP sender's:
@@ -56,6 +58,7 @@ use super::delivery_rate::{RateSampler, SendState};
 use super::udt::{UdtInputs, UdtRateControl, MIN_WINDOW_PKTS};
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
+use crate::udt::estimator::ARRIVALS;
 use longhaul_wire::udt::LossList;
 
 /// UDT's initial window, packets (`CUDTCC`'s `m_dCWndSize`).
@@ -105,6 +108,8 @@ struct Model {
     readings: Vec<Option<(Reading, Instant)>>,
     /// Per member: whether it has packets sent and not yet acknowledged.
     busy: Vec<bool>,
+    /// Per member: whether it ran out of data since it last sent.
+    starved: Vec<bool>,
     /// A group's pacing clock: the earliest time its next packet, any member's,
     /// may leave (see [`Member::book`]).
     next_slot: Option<Instant>,
@@ -118,6 +123,7 @@ impl Model {
             in_flight_pkts: 0,
             readings: vec![],
             busy: vec![],
+            starved: vec![],
             next_slot: None,
         }
     }
@@ -133,6 +139,7 @@ impl Model {
     fn join(&mut self) -> usize {
         self.readings.push(None);
         self.busy.push(false);
+        self.starved.push(false);
         let members = self.readings.len() as u64;
         self.bbr.set_min_cwnd_pkts(MIN_WINDOW_PKTS * members);
         self.readings.len() - 1
@@ -621,7 +628,32 @@ impl Member {
         self.wait_us = next.saturating_duration_since(due).as_nanos() as f64 / 1000.0;
     }
 
+    /// This member ran out of data. When every member has, the group's
+    /// samples are application-limited until what is in flight now, and the
+    /// packets the receivers' readings span after it, are delivered: a reading
+    /// is the arrival rate of a receiver's last [`ARRIVALS`] packets, so the
+    /// application's pace stays in it that long after the application speeds
+    /// up. A member alone is the group.
+    ///
+    /// Without this a sender whose application was slow read that pace as the
+    /// path's, and could not climb back. A pacing gap far above the min RTT
+    /// leaves a probing phase one packet long, which a 16-packet median does
+    /// not see: given 10 packets a second for 2 s over 100 Mb/s × 5 ms, a lone
+    /// sender then sent about one packet per EXP timeout for good
+    /// (`udt::tests::a_bbr_sender_climbs_back_after_a_slow_application`). Two
+    /// coupled channels of a resumed `longhaul send` crawled so over loopback, at
+    /// 7 packets a second, when their start was slow under load.
+    fn on_app_limited(&self, model: &mut Model) {
+        model.starved[self.me] = true;
+        if model.starved.iter().all(|&s| s) {
+            let span = ARRIVALS as u64 * self.mss;
+            let in_flight = self.group_in_flight(model);
+            model.sampler.on_app_limited(in_flight + span);
+        }
+    }
+
     fn on_packet_sent(&mut self, model: &mut Model, now: Instant, due: Instant, seq: UdtSeqNumber) {
+        model.starved[self.me] = false;
         if model.busy.len() > 1 {
             self.book(model, due);
         }
@@ -663,6 +695,11 @@ impl UdtRateControl for BbrUdt {
         let reading = Reading::of(inputs, self.member.mss);
         let (mut model, member) = self.parts();
         member.acknowledge(&mut model, now, ack, reading);
+    }
+
+    fn on_app_limited(&mut self, _now: Instant) {
+        let (mut model, member) = self.parts();
+        member.on_app_limited(&mut model);
     }
 
     fn on_light_ack(&mut self, now: Instant, ack: UdtSeqNumber) {
@@ -918,6 +955,30 @@ mod tests {
             &inputs(pps(1000.0), pps(1000.0)),
         );
         assert!(held(&members[0]) <= 1000.0, "{}", held(&members[0]));
+    }
+
+    /// A group is application-limited only when every member has run out of
+    /// data: while one still has some, it takes the slots the others leave. A
+    /// lone sender is application-limited as soon as it runs out.
+    #[test]
+    fn a_group_is_application_limited_when_every_member_runs_out() {
+        let last_marked = |m: &BbrUdt| m.member.sent.back().unwrap().st.is_app_limited();
+        let g = BbrGroup::new(BbrConfig::default(), MSS, 2, Instant::ZERO);
+        let mut a = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(99));
+        let mut b = BbrUdt::coupled(&g, MSS, UdtSeqNumber::new(1099));
+        a.on_packet_sent(ms(1), ms(1), UdtSeqNumber::new(100));
+        b.on_packet_sent(ms(1), ms(1), UdtSeqNumber::new(1100));
+        a.on_app_limited(ms(2));
+        b.on_packet_sent(ms(2), ms(2), UdtSeqNumber::new(1101));
+        assert!(!last_marked(&b), "b still had data");
+        b.on_app_limited(ms(3));
+        b.on_packet_sent(ms(4), ms(4), UdtSeqNumber::new(1102));
+        assert!(last_marked(&b), "both had run out");
+
+        let mut lone = sender(1);
+        lone.on_app_limited(ms(2));
+        lone.on_packet_sent(ms(3), ms(3), UdtSeqNumber::new(101));
+        assert!(last_marked(&lone));
     }
 
     /// A full ACK's inputs: the receiver's reading and capacity, packets/s.

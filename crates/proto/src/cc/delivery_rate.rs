@@ -32,6 +32,11 @@ impl SendState {
     pub fn sent_time(&self) -> Instant {
         self.sent_time
     }
+
+    /// Whether the sender was application-limited when the packet left.
+    pub fn is_app_limited(&self) -> bool {
+        self.is_app_limited
+    }
 }
 
 /// One acknowledgement's sample (draft §3.3, "rs").

@@ -111,6 +111,12 @@ pub trait UdtRateControl: core::fmt::Debug + Send {
     /// at `due`, earlier than `now` by the debt of a sender paying back lateness
     /// (`now` itself in a simulator, and after the sender had nothing to send).
     fn on_packet_sent(&mut self, _now: Instant, _due: Instant, _seq: UdtSeqNumber) {}
+    /// The sender ran out of data at `now`: all it was given is sent, and its
+    /// window and send buffer had room for more. Told once until its next
+    /// data packet. UDT4's controllers do not see this; a model that measures the
+    /// path from what is delivered must not read the application's pace as the
+    /// path's.
+    fn on_app_limited(&mut self, _now: Instant) {}
     /// Time between packets, µs.
     fn pkt_snd_period_us(&self) -> f64;
     /// Congestion window, packets.

@@ -3,7 +3,7 @@
 //! and the link capacity from the same filter over the last 64 packet-pair gaps.
 
 /// Arrival intervals kept (`m_iAWSize`).
-const ARRIVALS: usize = 16;
+pub(crate) const ARRIVALS: usize = 16;
 /// Packet-pair gaps kept (`m_iPWSize`).
 const PROBES: usize = 64;
 

@@ -22,7 +22,7 @@
 //! retransmissions, then new data at the pacing rate), `estimator` the receiver's
 //! rate and bandwidth estimates.
 
-mod estimator;
+pub(crate) mod estimator;
 #[cfg(test)]
 mod tests;
 
@@ -450,6 +450,9 @@ pub struct UdtConnection {
     /// How late the sender is on its schedule (4.11's `m_ullTimeDiff`); `None` when
     /// there is no schedule (nothing could be sent).
     late_by: Option<Duration>,
+    /// Whether the controller has been told the sender ran out of data since its
+    /// last data packet ([`UdtRateControl::on_app_limited`]).
+    app_limited_told: bool,
     cc: AnyRate,
     /// The group whose BBR model this connection's sender shares, if any.
     rate_group: Option<BbrGroup>,
@@ -530,6 +533,7 @@ impl UdtConnection {
             flow_window: 16,
             next_send: now,
             late_by: None,
+            app_limited_told: false,
             cc,
             rate_group: None,
             rtt_us: 100_000.0,

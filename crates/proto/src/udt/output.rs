@@ -22,6 +22,24 @@ impl UdtConnection {
                 && self.snd_next - self.snd_last_ack < window)
     }
 
+    /// Whether the sender is limited by its application: everything it was given
+    /// is sent, its window has room and nothing waits to be resent, and the
+    /// application has left room in the send buffer. (A full buffer limits the
+    /// sender as a receive window would, not the application.) As Linux's
+    /// `tcp_rate_check_app_limited`, whose conditions these are, less the
+    /// qdisc's.
+    fn app_limited(&self) -> bool {
+        let window = self
+            .flow_window
+            .min(rate_cwnd(&self.cc) as u64)
+            .max(MIN_WINDOW_PKTS);
+        self.state == State::Connected
+            && self.snd_loss.is_empty()
+            && self.snd_next >= self.snd_last_ack + self.snd_buf.len() as u64
+            && self.snd_next - self.snd_last_ack < window
+            && self.snd_buf.len() < self.cfg.snd_buf_pkts as usize
+    }
+
     /// Writes the next UDP payload into `buf` (at least `mss - 28` bytes, or 64 in
     /// virtual mode) and says how much, or returns `None` when nothing is due.
     #[must_use]
@@ -72,6 +90,10 @@ impl UdtConnection {
             // 4.11 forgets the schedule when it has nothing it may send
             // (`m_ullTargetTime = 0`): sending resumes without a debt.
             self.late_by = None;
+            if !self.app_limited_told && self.app_limited() {
+                self.app_limited_told = true;
+                rate!(self, c => c.on_app_limited(now));
+            }
             return None;
         }
         if now < self.next_send {
@@ -106,6 +128,7 @@ impl UdtConnection {
             more: true,
         };
         self.stats.data_sent += 1;
+        self.app_limited_told = false;
         if retransmit {
             self.stats.retransmitted += 1;
         } else {

@@ -571,3 +571,88 @@ fn unsent_packets_fall_as_the_sender_sends() {
     assert!(fell, "the count fell in steps");
     assert_eq!(p.ends[0].unsent_pkts(), 0);
 }
+
+/// A BBR sender whose application was slow must not take the application's pace
+/// for the path's. Over 100 Mb/s × 5 ms each way, the application gives one
+/// packet every 100 ms for 2 s, then all it can; over the next 2-4 s each of
+/// Linux's v1, v3 and `bbr-lh` must carry at least 80 % of the link (each
+/// carries 98.9 Mb/s). Before the engine told the controller it was
+/// application-limited, each read the receiver's 10 packets/s as the path, and
+/// sent about one packet per EXP timeout from then on (0.0 Mb/s).
+#[test]
+fn a_bbr_sender_climbs_back_after_a_slow_application() {
+    use crate::cc::BbrConfig;
+    for (name, bbr) in [
+        ("bbr", BbrConfig::default()),
+        ("bbr-v3", BbrConfig::v3_loss()),
+        ("bbr-lh", BbrConfig::lh()),
+    ] {
+        let cfg = |socket_id, isn| UdtConnConfig {
+            socket_id,
+            isn,
+            rate_control: RateControl::Bbr(bbr),
+            ..UdtConnConfig::default()
+        };
+        let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
+        let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
+        s.listen();
+        c.connect(Instant::ZERO);
+        let mut p = Pair::new([c, s], Duration::from_millis(5), 100, Reader::default());
+        let packet = vec![7u8; 1400];
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        let mut next_write = Instant::ZERO;
+        let mut from = None;
+        while p.now < at(6000) {
+            if p.ends[0].state() == State::Connected {
+                if p.now < at(2000) {
+                    if p.now >= next_write {
+                        assert_eq!(p.ends[0].send(&packet), Ok(packet.len()));
+                        next_write = p.now + Duration::from_millis(100);
+                    }
+                } else {
+                    while p.ends[0].send(&packet).unwrap_or(0) > 0 {}
+                }
+            }
+            if from.is_none() && p.now >= at(4000) {
+                from = Some(p.app.received.len());
+            }
+            p.step_coarse(Duration::from_micros(100));
+        }
+        let mbps = (p.app.received.len() - from.unwrap()) as f64 * 8.0 / 2.0 / 1e6;
+        eprintln!("{name}: {mbps:.1} Mb/s from 4 to 6 s");
+        assert!(mbps >= 80.0, "{name}: {mbps:.1} Mb/s from 4 to 6 s, not 80");
+    }
+}
+
+/// The sender is application-limited when it has sent all it was given with
+/// room in its window and buffer, not when a full send buffer holds it back:
+/// a bulk sender whose 32-packet buffer is under the path's 83-packet BDP
+/// (100 Mb/s × 5 ms each way) is limited by the buffer, as by a receive window,
+/// for all of its first second. Once the application stops writing, it is told.
+#[test]
+fn a_full_send_buffer_is_not_application_limited() {
+    let cfg = |socket_id, isn| UdtConnConfig {
+        socket_id,
+        isn,
+        snd_buf_pkts: 32,
+        rate_control: RateControl::Bbr(crate::cc::BbrConfig::lh()),
+        ..UdtConnConfig::default()
+    };
+    let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
+    let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
+    s.listen();
+    c.connect(Instant::ZERO);
+    let mut p = Pair::new([c, s], Duration::from_millis(5), 100, Reader::default());
+    let packet = vec![7u8; 1400];
+    let second = Instant::ZERO + Duration::from_secs(1);
+    while p.now < second {
+        if p.ends[0].state() == State::Connected {
+            while p.ends[0].send(&packet).unwrap_or(0) > 0 {}
+        }
+        p.step_coarse(Duration::from_micros(100));
+        assert!(!p.ends[0].app_limited_told, "at {:?}", p.now);
+    }
+    assert!(p.app.received.len() > 1_000_000, "{}", p.app.received.len());
+    p.run(second + Duration::from_millis(100));
+    assert!(p.ends[0].app_limited_told);
+}

@@ -326,7 +326,12 @@ fn a_coupled_group_holds_a_five_percent_loss_path() {
 /// pacing clock and `pace_over_loss` (2026-11-29): both 912.0, 885.4, 918.9; the
 /// first alone 872.5, 856.3, 855.8; the second alone 912.0, 885.4, 918.9. Seeds
 /// 2-8 with neither now carry 765-886 over 300 s and seed 1 collapses (0.7 Mb/s
-/// over 60 s), so the fault is shown on seed 1.
+/// over 60 s), so the fault was shown on seed 1. Since probes last until a
+/// reading has seen them and a member that sent lately counts among those
+/// sharing the rate (docs/bbr.md, "Slow spells"; 2026-11-29, later), a group
+/// climbs out of that fall without either change: seeds 1-8 with neither carry
+/// 743.5-885.9 Mb/s over 60 s. The test keeps its floors with each change alone;
+/// it no longer shows the fault.
 #[test]
 fn a_coupled_group_keeps_its_estimate_through_a_long_drain() {
     let run = |seed: u64, drain: bool, nak: bool| {
@@ -343,10 +348,4 @@ fn a_coupled_group_keeps_its_estimate_through_a_long_drain() {
             assert!(mbps >= 600.0, "seed {seed}, {drain}, {nak}: {mbps:.1} Mb/s");
         }
     }
-    let neither = run(1, false, false);
-    eprintln!("seed 1 with neither: {neither:.1} Mb/s");
-    assert!(
-        neither < 100.0,
-        "seed 1 with neither change: {neither:.1} Mb/s"
-    );
 }

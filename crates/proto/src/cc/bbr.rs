@@ -311,6 +311,18 @@ pub struct Bbr {
     /// The loss rate of rounds with no standing queue
     /// ([`LhChanges::pace_over_loss`]).
     random_loss: f64,
+    /// Bytes a probing phase must see delivered, of what it sent, before it
+    /// ends while the BDP is less ([`set_probe_span_pkts`](Self::set_probe_span_pkts));
+    /// 0 for Linux's phases.
+    probe_span: u64,
+    /// The delivered count by which all that was in flight when the phase began
+    /// has been delivered.
+    cycle_delivered: u64,
+    /// The delivered count and the bytes in flight of the acknowledgement being
+    /// handled, and whether it brought a bandwidth sample.
+    ack_delivered: u64,
+    ack_in_flight: u64,
+    ack_sampled: bool,
 }
 
 impl Bbr {
@@ -356,6 +368,11 @@ impl Bbr {
             in_recovery: false,
             inflight_hi: None,
             random_loss: 0.0,
+            probe_span: 0,
+            cycle_delivered: 0,
+            ack_delivered: 0,
+            ack_in_flight: 0,
+            ack_sampled: false,
         };
         b.init_pacing_rate(None);
         b
@@ -390,6 +407,18 @@ impl Bbr {
     pub fn set_min_cwnd_pkts(&mut self, pkts: u64) {
         self.min_cwnd = pkts.max(MIN_CWND_PKTS) * self.smss;
         self.cwnd = self.cwnd.max(self.min_cwnd);
+    }
+    /// Makes a probing phase (ProbeBW's 1.25) last, while the BDP is less than
+    /// `pkts` segments, until `pkts` segments sent during it are delivered and a
+    /// bandwidth sample has come after them: for a
+    /// sender whose bandwidth samples are the arrival rate of the receiver's last
+    /// `pkts` packets (UDT's, see `bbr_udt`). Linux's phase lasts a min RTT, and at
+    /// a BDP of a few packets that is a packet or two, which such a sample does not
+    /// see: the estimate could then fall (a slow spell reads low, and the filter
+    /// takes it after ten rounds) but never rise again. Above that BDP a min RTT
+    /// already holds more than `pkts` packets, and the phase is Linux's.
+    pub fn set_probe_span_pkts(&mut self, pkts: u64) {
+        self.probe_span = pkts * self.smss;
     }
     /// Whether Startup found the pipe full.
     pub fn full_bw_reached(&self) -> bool {
@@ -461,6 +490,9 @@ impl Bbr {
         delivered: u64,
         in_flight: u64,
     ) {
+        self.ack_delivered = delivered;
+        self.ack_in_flight = in_flight;
+        self.ack_sampled = rate.is_some();
         if !self.has_seen_rtt {
             if let Some(rtt) = rs.rtt {
                 self.init_pacing_rate(Some(rtt));
@@ -647,8 +679,14 @@ impl Bbr {
             full_length
         } else if gain > 1.0 {
             // Probe until the queue it builds holds a quarter BDP, or loss says the
-            // pipe is full.
-            full_length && (rs.losses || rs.prior_in_flight >= self.inflight(bw, gain))
+            // pipe is full; and, for a sampler that needs it, until a sample has
+            // seen the probe's packets arrive (one that came after the phase
+            // ended would read the next phase's pace in with them).
+            let seen = self.probe_span == 0
+                || self.bdp(bw, 1.0) >= self.probe_span
+                || (self.ack_sampled
+                    && self.ack_delivered >= self.cycle_delivered + self.probe_span);
+            full_length && seen && (rs.losses || rs.prior_in_flight >= self.inflight(bw, gain))
         } else {
             // Drain until the queue is gone, at most one min RTT.
             full_length || rs.prior_in_flight <= self.inflight(bw, 1.0)
@@ -661,6 +699,7 @@ impl Bbr {
     fn advance_cycle(&mut self, now: Instant) {
         self.cycle_idx = (self.cycle_idx + 1) % PACING_GAINS.len();
         self.cycle_stamp = now;
+        self.cycle_delivered = self.ack_delivered + self.ack_in_flight;
     }
 
     /// Startup ends when three rounds in a row grew the bandwidth by less than a

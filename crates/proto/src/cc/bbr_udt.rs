@@ -41,7 +41,7 @@
 //! channels of a 1 GB transfer over 1 Gb/s × 50 ms lost 26.8 % of what they offered
 //! the bottleneck at its queue (0.42 % as one group). Channels that join one
 //! [`BbrGroup`] run one model instead, as one flow would: its bandwidth sample is
-//! the median of the members' fresh receiver readings times the members sharing,
+//! the median of the members' fresh receiver readings times the members sending,
 //! bounded by the link's rate as the receivers' packet pairs measure it; it
 //! counts their deliveries, losses and packets in flight together; the members
 //! take turns on one pacing clock at the model's rate, so what one cannot send
@@ -102,6 +102,8 @@ struct Slot {
 #[derive(Debug, Clone)]
 struct Model {
     bbr: Bbr,
+    /// The members' packet size, bytes.
+    mss: u64,
     sampler: RateSampler,
     in_flight_pkts: u64,
     /// Per member: its receiver's latest reading and when it came.
@@ -110,6 +112,8 @@ struct Model {
     busy: Vec<bool>,
     /// Per member: whether it ran out of data since it last sent.
     starved: Vec<bool>,
+    /// Per member: when it last sent a packet.
+    last_sent: Vec<Option<Instant>>,
     /// A group's pacing clock: the earliest time its next packet, any member's,
     /// may leave (see [`Member::book`]).
     next_slot: Option<Instant>,
@@ -119,11 +123,13 @@ impl Model {
     fn new(cfg: BbrConfig, mss: u64, initial_window: u64, now: Instant) -> Self {
         Model {
             bbr: Bbr::new(cfg, mss, initial_window, now),
+            mss,
             sampler: RateSampler::default(),
             in_flight_pkts: 0,
             readings: vec![],
             busy: vec![],
             starved: vec![],
+            last_sent: vec![],
             next_slot: None,
         }
     }
@@ -140,15 +146,18 @@ impl Model {
         self.readings.push(None);
         self.busy.push(false);
         self.starved.push(false);
+        self.last_sent.push(None);
         let members = self.readings.len() as u64;
         self.bbr.set_min_cwnd_pkts(MIN_WINDOW_PKTS * members);
+        // Each member's receiver reads its own last packets.
+        self.bbr.set_probe_span_pkts(ARRIVALS as u64 * members);
         self.readings.len() - 1
     }
 
     /// Member `me`'s receiver reads `r` at `now`: the model's bandwidth sample. A
     /// lone sender's is its reading. A group's is the median of its members' fresh
-    /// readings times the members sharing the rate ([`sharing`](Self::sharing)),
-    /// and no more than the link: the median of the capacities the members'
+    /// readings times the members sending ([`sending`](Self::sending)), and no
+    /// more than the link: the median of the capacities the members'
     /// receivers measure with packet pairs, or the highest fresh reading if that
     /// is more (a member whose packets arrived back to back reads the link's
     /// spacing too, and the two differ by the receivers' timing noise).
@@ -159,6 +168,10 @@ impl Model {
     ///   stalled ones drop out, the sample falls with them, and every member slows.
     /// - Not one receiver's capacity: in a real run one of four read 2.9 Gb/s on a
     ///   1 Gb/s link, and as the group's bound let its estimate up to it.
+    /// - Not times the members with packets outstanding: on a path whose BDP is a
+    ///   few packets, a member's packets are all acknowledged between its sends
+    ///   about half the time, and a real group of four over loopback, counted so,
+    ///   sampled half its rate, round after round, down to 24 kb/s.
     ///
     /// The link, once known, also bounds what the model's filter already holds
     /// (see `finish`): the group's first samples, in Startup before any receiver
@@ -185,7 +198,7 @@ impl Model {
             .map(|r| r.capacity)
             .filter(|&c| c > 0.0)
             .collect();
-        let estimate = median(rates.clone()) * self.sharing() as f64;
+        let estimate = median(rates.clone()) * self.sending(now) as f64;
         // No capacity measured yet (all 0): no bound.
         let link = (!capacities.is_empty()).then(|| {
             let highest = rates.iter().copied().fold(0.0, f64::max);
@@ -197,10 +210,28 @@ impl Model {
         }
     }
 
-    /// How many members share the window (and the rate, for the bandwidth
-    /// sample): those with packets outstanding (at least one, so that a member
-    /// about to send has a share). The pacing is shared by the group's clock
-    /// ([`Member::book`]) instead.
+    /// How many members share the group's rate at `now`: those with packets
+    /// outstanding, or that sent one within the time a reading spans, which is
+    /// the time the group takes to send [`ARRIVALS`] packets a member at its
+    /// pacing rate (at least one).
+    fn sending(&self, now: Instant) -> u64 {
+        let rate = self.bbr.pacing_bytes_per_sec();
+        let pkts = (ARRIVALS * self.busy.len()) as f64;
+        let span = Duration::from_nanos((pkts * self.mss as f64 * 1e9 / rate.max(1.0)) as u64);
+        let recent =
+            |t: &Option<Instant>| t.is_some_and(|t| now.saturating_duration_since(t) <= span);
+        let n = self
+            .busy
+            .iter()
+            .zip(&self.last_sent)
+            .filter(|(&busy, sent)| busy || recent(sent))
+            .count();
+        (n as u64).max(1)
+    }
+
+    /// How many members share the window: those with packets outstanding (at
+    /// least one, so that a member about to send has a share). The pacing is
+    /// shared by the group's clock ([`Member::book`]) instead.
     fn sharing(&self) -> u64 {
         if self.busy.len() == 1 {
             return 1; // a lone sender, asked for every packet it sends
@@ -654,6 +685,7 @@ impl Member {
 
     fn on_packet_sent(&mut self, model: &mut Model, now: Instant, due: Instant, seq: UdtSeqNumber) {
         model.starved[self.me] = false;
+        model.last_sent[self.me] = Some(now);
         if model.busy.len() > 1 {
             self.book(model, due);
         }
@@ -881,6 +913,24 @@ mod tests {
             m.busy[i] = true;
         }
         m
+    }
+
+    /// Of four members, two have packets outstanding, one has none but sent
+    /// within the time a reading spans (its packets were all acknowledged, as on
+    /// a path of a few packets' BDP) and one last sent twice that long ago. A
+    /// reading of 100 Mb/s is then the rate of one of three sending: the sample
+    /// is 300 Mb/s. The span is 16 packets a member at the group's pacing rate.
+    #[test]
+    fn a_member_that_sent_lately_shares_the_rate() {
+        let mut m = busy_model(4);
+        let span = 16.0 * 4.0 * 1500.0 / m.bbr.pacing_bytes_per_sec();
+        let ago = |f: f64| Some(Instant::from_nanos(100_000_000 - (f * span * 1e9) as u64));
+        m.busy[2] = false;
+        m.busy[3] = false;
+        m.last_sent[2] = ago(0.5);
+        m.last_sent[3] = ago(2.0);
+        let s = m.sample(0, ms(100), reading(100.0, 0.0));
+        assert!((s.rate * 8e-6 - 300.0).abs() < 1e-6, "{}", s.rate * 8e-6);
     }
 
     /// Hand-worked: four busy members read 250, 250, 260 and 1000 Mb/s within

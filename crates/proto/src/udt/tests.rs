@@ -656,3 +656,52 @@ fn a_full_send_buffer_is_not_application_limited() {
     p.run(second + Duration::from_millis(100));
     assert!(p.ends[0].app_limited_told);
 }
+
+/// On a path whose BDP is a few packets, a BBR sender's estimate must climb back
+/// after a slow spell. Over 1 Gb/s × 50 µs each way (a LAN, or loopback), the
+/// link runs at 5 Mb/s from 2 to 4 s, as when the sender's host is starved or
+/// cross traffic takes it, and the estimate falls with the receiver's readings.
+/// From 6 to 8 s v1 and `bbr-lh` must carry at least 80 % of what they did in
+/// their first 2 s (each carries 540 Mb/s in both). Before ProbeBW's probing
+/// phase lasted until a reading had seen it (`Bbr::set_probe_span_pkts`), a
+/// phase one min RTT long was one or two packets, which the receiver's 16-packet
+/// reading did not see: v1 stayed at 6 Mb/s and `bbr-lh` at 4.9.
+#[test]
+fn a_bbr_sender_climbs_back_after_a_slow_spell_on_a_short_path() {
+    use crate::cc::BbrConfig;
+    for (name, bbr) in [("bbr", BbrConfig::default()), ("bbr-lh", BbrConfig::lh())] {
+        let cfg = |socket_id, isn| UdtConnConfig {
+            socket_id,
+            isn,
+            rate_control: RateControl::Bbr(bbr),
+            ..UdtConnConfig::default()
+        };
+        let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
+        let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
+        s.listen();
+        c.connect(Instant::ZERO);
+        let mut p = Pair::new([c, s], Duration::from_micros(50), 1000, Reader::default());
+        let fast = p.paths[0].ns_per_byte;
+        let packet = vec![7u8; 1400];
+        let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
+        let mut marks = vec![];
+        while p.now < at(8000) {
+            let slow = p.now >= at(2000) && p.now < at(4000);
+            p.paths[0].ns_per_byte = if slow { 200 * fast } else { fast };
+            if p.ends[0].state() == State::Connected {
+                while p.ends[0].send(&packet).unwrap_or(0) > 0 {}
+            }
+            if [at(2000), at(6000)].contains(&p.now) {
+                marks.push(p.app.received.len());
+            }
+            p.step_coarse(Duration::from_micros(20));
+        }
+        let mbps = |bytes: usize| bytes as f64 * 8.0 / 2.0 / 1e6;
+        let (before, after) = (mbps(marks[0]), mbps(p.app.received.len() - marks[1]));
+        eprintln!("{name}: {before:.1} Mb/s before the slow spell, {after:.1} from 6 to 8 s");
+        assert!(
+            after >= 0.8 * before,
+            "{name}: {after:.1} Mb/s from 6 to 8 s, {before:.1} before the slow spell"
+        );
+    }
+}

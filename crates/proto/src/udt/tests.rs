@@ -572,6 +572,23 @@ fn unsent_packets_fall_as_the_sender_sends() {
     assert_eq!(p.ends[0].unsent_pkts(), 0);
 }
 
+/// A client and a server running `bbr`, connecting over `delay` each way at
+/// `rate_mbps`, the client with a send buffer of `snd_buf_pkts`.
+fn bbr_pair(bbr: crate::cc::BbrConfig, delay: Duration, rate_mbps: u64, snd_buf_pkts: u32) -> Pair {
+    let cfg = |socket_id, isn| UdtConnConfig {
+        socket_id,
+        isn,
+        snd_buf_pkts,
+        rate_control: RateControl::Bbr(bbr),
+        ..UdtConnConfig::default()
+    };
+    let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
+    let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
+    s.listen();
+    c.connect(Instant::ZERO);
+    Pair::new([c, s], delay, rate_mbps, Reader::default())
+}
+
 /// A BBR sender whose application was slow must not take the application's pace
 /// for the path's. Over 100 Mb/s × 5 ms each way, the application gives one
 /// packet every 100 ms for 2 s, then all it can; over the next 2-4 s each of
@@ -587,17 +604,8 @@ fn a_bbr_sender_climbs_back_after_a_slow_application() {
         ("bbr-v3", BbrConfig::v3_loss()),
         ("bbr-lh", BbrConfig::lh()),
     ] {
-        let cfg = |socket_id, isn| UdtConnConfig {
-            socket_id,
-            isn,
-            rate_control: RateControl::Bbr(bbr),
-            ..UdtConnConfig::default()
-        };
-        let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
-        let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
-        s.listen();
-        c.connect(Instant::ZERO);
-        let mut p = Pair::new([c, s], Duration::from_millis(5), 100, Reader::default());
+        let buf = UdtConnConfig::default().snd_buf_pkts;
+        let mut p = bbr_pair(bbr, Duration::from_millis(5), 100, buf);
         let packet = vec![7u8; 1400];
         let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
         let mut next_write = Instant::ZERO;
@@ -631,18 +639,12 @@ fn a_bbr_sender_climbs_back_after_a_slow_application() {
 /// for all of its first second. Once the application stops writing, it is told.
 #[test]
 fn a_full_send_buffer_is_not_application_limited() {
-    let cfg = |socket_id, isn| UdtConnConfig {
-        socket_id,
-        isn,
-        snd_buf_pkts: 32,
-        rate_control: RateControl::Bbr(crate::cc::BbrConfig::lh()),
-        ..UdtConnConfig::default()
-    };
-    let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
-    let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
-    s.listen();
-    c.connect(Instant::ZERO);
-    let mut p = Pair::new([c, s], Duration::from_millis(5), 100, Reader::default());
+    let mut p = bbr_pair(
+        crate::cc::BbrConfig::lh(),
+        Duration::from_millis(5),
+        100,
+        32,
+    );
     let packet = vec![7u8; 1400];
     let second = Instant::ZERO + Duration::from_secs(1);
     while p.now < second {
@@ -670,17 +672,8 @@ fn a_full_send_buffer_is_not_application_limited() {
 fn a_bbr_sender_climbs_back_after_a_slow_spell_on_a_short_path() {
     use crate::cc::BbrConfig;
     for (name, bbr) in [("bbr", BbrConfig::default()), ("bbr-lh", BbrConfig::lh())] {
-        let cfg = |socket_id, isn| UdtConnConfig {
-            socket_id,
-            isn,
-            rate_control: RateControl::Bbr(bbr),
-            ..UdtConnConfig::default()
-        };
-        let mut c = UdtConnection::new(cfg(11, 5), Instant::ZERO);
-        let mut s = UdtConnection::new(cfg(22, 7), Instant::ZERO);
-        s.listen();
-        c.connect(Instant::ZERO);
-        let mut p = Pair::new([c, s], Duration::from_micros(50), 1000, Reader::default());
+        let buf = UdtConnConfig::default().snd_buf_pkts;
+        let mut p = bbr_pair(bbr, Duration::from_micros(50), 1000, buf);
         let fast = p.paths[0].ns_per_byte;
         let packet = vec![7u8; 1400];
         let at = |ms: u64| Instant::ZERO + Duration::from_millis(ms);

@@ -410,13 +410,13 @@ impl Bbr {
     }
     /// Makes a probing phase (ProbeBW's 1.25) last, while the BDP is less than
     /// `pkts` segments, until `pkts` segments sent during it are delivered and a
-    /// bandwidth sample has come after them: for a
-    /// sender whose bandwidth samples are the arrival rate of the receiver's last
-    /// `pkts` packets (UDT's, see `bbr_udt`). Linux's phase lasts a min RTT, and at
-    /// a BDP of a few packets that is a packet or two, which such a sample does not
-    /// see: the estimate could then fall (a slow spell reads low, and the filter
-    /// takes it after ten rounds) but never rise again. Above that BDP a min RTT
-    /// already holds more than `pkts` packets, and the phase is Linux's.
+    /// bandwidth sample has come after them: for a sender whose bandwidth samples
+    /// are the arrival rate of the receiver's last `pkts` packets (UDT's, see
+    /// `bbr_udt`). Linux's phase lasts a min RTT, and at a BDP of a few packets
+    /// that is a packet or two, which such a sample does not see: the estimate
+    /// could then fall (a slow spell reads low, and the filter takes it after ten
+    /// rounds) but never rise again. Above that BDP a min RTT already holds more
+    /// than `pkts` packets, and the phase is Linux's.
     pub fn set_probe_span_pkts(&mut self, pkts: u64) {
         self.probe_span = pkts * self.smss;
     }

@@ -12,11 +12,16 @@ use super::{
 };
 
 impl UdtConnection {
-    pub(super) fn has_data_to_send(&self) -> bool {
-        let window = self
-            .flow_window
+    /// The sender's window, packets: the receiver's and the controller's, never
+    /// below [`MIN_WINDOW_PKTS`].
+    fn window_pkts(&self) -> u64 {
+        self.flow_window
             .min(rate_cwnd(&self.cc) as u64)
-            .max(MIN_WINDOW_PKTS);
+            .max(MIN_WINDOW_PKTS)
+    }
+
+    pub(super) fn has_data_to_send(&self) -> bool {
+        let window = self.window_pkts();
         !self.snd_loss.is_empty()
             || (self.snd_next < self.snd_last_ack + self.snd_buf.len() as u64
                 && self.snd_next - self.snd_last_ack < window)
@@ -29,10 +34,7 @@ impl UdtConnection {
     /// `tcp_rate_check_app_limited`, whose conditions these are, less the
     /// qdisc's.
     fn app_limited(&self) -> bool {
-        let window = self
-            .flow_window
-            .min(rate_cwnd(&self.cc) as u64)
-            .max(MIN_WINDOW_PKTS);
+        let window = self.window_pkts();
         self.state == State::Connected
             && self.snd_loss.is_empty()
             && self.snd_next >= self.snd_last_ack + self.snd_buf.len() as u64

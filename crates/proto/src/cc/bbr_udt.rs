@@ -671,9 +671,10 @@ impl Member {
     /// leaves a probing phase one packet long, which a 16-packet median does
     /// not see: given 10 packets a second for 2 s over 100 Mb/s × 5 ms, a lone
     /// sender then sent about one packet per EXP timeout for good
-    /// (`udt::tests::a_bbr_sender_climbs_back_after_a_slow_application`). Two
-    /// coupled channels of a resumed `longhaul send` crawled so over loopback, at
-    /// 7 packets a second, when their start was slow under load.
+    /// (`udt::tests::a_bbr_sender_climbs_back_after_a_slow_application`). The
+    /// two coupled channels of a resumed `longhaul send` that crawled over
+    /// loopback under CI's load, at 7 packets a second, showed the same: one
+    /// packet per EXP timeout (docs/bbr.md, "Slow spells").
     fn on_app_limited(&self, model: &mut Model) {
         model.starved[self.me] = true;
         if model.starved.iter().all(|&s| s) {

@@ -8,8 +8,9 @@
 //! The engine tells it one thing UDT4's controllers are not told: when the sender
 //! runs out of data (`on_app_limited`), so that the application's pace is not
 //! taken for the path's. What else BBR needs that UDT4's controller interface does
-//! not carry, the adapter keeps itself: per packet in flight, a delivery-rate snapshot ([`RateSampler`]) and
-//! whether it is in flight, known delivered or known lost. UDT acknowledges
+//! not carry, the adapter keeps itself: per packet in flight, a delivery-rate
+//! snapshot ([`RateSampler`]) and whether it is in flight, known delivered or
+//! known lost. UDT acknowledges
 //! cumulatively and has no SACK, so three measurements are taken differently from a
 //! TCP sender's:
 //! - **What has arrived.** A UDT receiver sends a NAK the moment a packet arrives

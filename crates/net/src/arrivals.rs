@@ -30,12 +30,15 @@
 //! cost per datagram, measured on the runs before (from the read to the last
 //! datagram handed over, over the run's length), the time one-at-a-time reads used
 //! to put between them, and by at most the gap since the previous run, so the
-//! times never go back. The spacing is at least 1 µs: the receiver counts whole
-//! µs, and intervals below one would read as zeros.
+//! times never go back. The spacing is at least 1 µs. UDT4's receivers count
+//! whole µs, and intervals below one would read as zeros. `longhaul recv` times
+//! in nanoseconds (`ArrivalClock::Nanos`), and a run's spacing is still at least
+//! 1 µs: it is a guess, and this host's cost per datagram can be far below the
+//! wire's spacing, which would let a run read many times the link.
 
 use longhaul_proto::Instant;
 
-/// The smallest spacing given (the estimators' resolution).
+/// The smallest spacing given (UDT4's resolution; see above).
 const MIN_STEP_NANOS: u64 = 1_000;
 
 /// The receiver's cost per datagram, and where the last run's times ended.

@@ -209,15 +209,36 @@ fn channels_over(
     couple: bool,
     seed: u64,
 ) -> (f64, f64) {
+    channels_behind(
+        "10Gbps", rate, delay, "1bdp", loss, size, fields, couple, seed,
+    )
+}
+
+/// [`channels_over`] with the sender's access link at `access` and the
+/// bottleneck's queue `queue`.
+#[allow(clippy::too_many_arguments)]
+fn channels_behind(
+    access: &str,
+    rate: &str,
+    delay: &str,
+    queue: &str,
+    loss: f64,
+    size: &str,
+    fields: &str,
+    couple: bool,
+    seed: u64,
+) -> (f64, f64) {
     let transfer = format!(
         "[[transfer]]\nname = \"x\"\nfrom = \"n0\"\nto = \"n2\"\ntransport = \"udt\"\n\
          parallelism = 4\nblock_size = \"1MiB\"\nfiles = {{ count = 1, size = \"{size}\" }}\n\
          udt = {{ {fields} }}\ncouple = {couple}\n"
     );
-    let text = common::chain("60s", rate, delay, "1bdp", loss, &transfer).replace(
-        "seed = 1\n",
-        &format!("seed = {seed}\nstop_when_done = true\n"),
-    );
+    let text = common::chain("60s", rate, delay, queue, loss, &transfer)
+        .replace(
+            "seed = 1\n",
+            &format!("seed = {seed}\nstop_when_done = true\n"),
+        )
+        .replacen("rate = \"10Gbps\"", &format!("rate = \"{access}\""), 1);
     let r = common::run(&text);
     let link = r
         .summary
@@ -350,4 +371,61 @@ fn a_coupled_group_keeps_its_estimate_through_a_long_drain() {
         }
     }
     eprintln!("seed 1 with neither: {:.1} Mb/s", run(1, false, false));
+}
+
+/// A coupled group fills a 40 Gb/s × 10 ms path when its receivers time arrivals
+/// in nanoseconds, as `longhaul recv`'s do (`arrival_clock = "ns"`). Each of the
+/// four channels then runs at about 10 Gb/s, its packets 1.2 µs apart, and UDT4's
+/// receivers, timing in whole microseconds with an integer mean, read that as 1
+/// µs or 2: the model's estimate sat far under the link, the group moved 8 GB at
+/// 11.6 Gb/s, and with nanoseconds at 32.0 (2026-11-29; 131 072-packet buffers,
+/// periodic NAKs). Floors: 28 Gb/s in nanoseconds, and under 16 in microseconds,
+/// so the test also shows the fault.
+#[test]
+fn receivers_timing_in_nanoseconds_let_a_group_fill_40_gbps() {
+    let run = |clock: &str| {
+        let fields = format!(
+            "cc = \"bbr-lh\", nak_report = \"periodic\", arrival_clock = \"{clock}\", \
+             recv_buffer_pkts = 131072, send_buffer_pkts = 131072, flight_flag_size = 131072"
+        );
+        channels_behind(
+            "400Gbps", "40Gbps", "5ms", "1bdp", 0.0, "8GB", &fields, true, 1,
+        )
+        .0
+    };
+    let (ns, us) = (run("ns"), run("udt4"));
+    eprintln!("8 GB at 40 Gb/s: {ns:.1} Mb/s timed in ns, {us:.1} in µs");
+    assert!(ns >= 28_000.0, "in ns: {ns:.1} Mb/s");
+    assert!(us < 16_000.0, "in µs: {us:.1} Mb/s");
+}
+
+/// A coupled group over a path like loopback's (5 Gb/s, RTT 20 µs, a 4 MB queue;
+/// receivers as `longhaul recv`'s: periodic NAKs, nanosecond clocks) fills it when
+/// its window makes room for what the receivers hold (`ack_hold`, as `longhaul
+/// send` runs): each receiver acknowledges every 64 of its packets or once per
+/// 10 ms, the group's window of two BDPs is about 17 packets, and its members'
+/// ACKs come apart, so Linux's ACK-aggregation allowance never sees what they
+/// hold. 2 GB moved at 4.8 Gb/s with it and 3.7 without (2026-11-29). Floors:
+/// 4.4 Gb/s, and 1.15× without.
+#[test]
+fn a_group_makes_room_for_what_its_receivers_hold() {
+    let run = |hold: bool| {
+        let fields = format!(
+            "cc = \"bbr-lh\", nak_report = \"periodic\", arrival_clock = \"ns\", \
+             bbr = {{ ack_hold = {hold} }}"
+        );
+        channels_behind(
+            "100Gbps", "5Gbps", "0.01ms", "4MB", 0.0, "2GB", &fields, true, 1,
+        )
+        .0
+    };
+    let (with, without) = (run(true), run(false));
+    eprintln!(
+        "2 GB at 5 Gb/s × 20 µs: {with:.1} Mb/s with room for the ACKs held, {without:.1} without"
+    );
+    assert!(with >= 4400.0, "with: {with:.1} Mb/s");
+    assert!(
+        with >= 1.15 * without,
+        "{with:.1} against {without:.1} Mb/s"
+    );
 }

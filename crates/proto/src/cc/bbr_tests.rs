@@ -31,12 +31,59 @@ fn run_fluid_held(
     hold_pkts: u64,
     floor_pkts: Option<u64>,
 ) -> (Bbr, f64, Vec<BbrMode>) {
+    let (bbr, max_queue, modes, _) = run_fluid_acked(
+        link,
+        rtt_ms,
+        duration_ms,
+        settle_ms,
+        hold_pkts,
+        floor_pkts,
+        None,
+    );
+    (bbr, max_queue, modes)
+}
+
+/// Receivers that acknowledge once one holds `pkts` packets and on a timer every
+/// `every_ms`, the members' timers evenly apart (UDT's light and full ACKs: each
+/// receiver's SYN timer runs from its own start), one per member of a group
+/// of `members` senders that take turns on one model (each packet goes to the
+/// next member), and whether the model is told so ([`Bbr::set_ack_schedule`],
+/// `pkts` per member). The bandwidth sample is what UDT's receivers read, as a
+/// group's adapter combines it: the arrival rate of the packets an ACK covers,
+/// times the members (a rate sampler would read the ACKs' pace instead).
+#[derive(Clone, Copy)]
+struct AckSchedule {
+    pkts: u64,
+    every_ms: u64,
+    members: usize,
+    told: bool,
+}
+
+/// [`run_fluid_held`] with the receivers' ACKs on `acks` (each packet's when
+/// `None`), also returning the bytes delivered after `settle_ms`.
+fn run_fluid_acked(
+    link: f64,
+    rtt_ms: u64,
+    duration_ms: u64,
+    settle_ms: u64,
+    hold_pkts: u64,
+    floor_pkts: Option<u64>,
+    acks: Option<AckSchedule>,
+) -> (Bbr, f64, Vec<BbrMode>, u64) {
     let mut bbr = Bbr::new(BbrConfig::default(), MSS, 10 * MSS, Instant::ZERO);
     if let Some(pkts) = floor_pkts {
         bbr.set_min_cwnd_pkts(pkts);
     }
+    if let Some(a) = acks.filter(|a| a.told) {
+        bbr.set_ack_schedule(a.pkts * a.members as u64, Duration::from_millis(a.every_ms));
+    }
+    let members = acks.map_or(1, |a| a.members);
+    // Per member: arrived and not yet acknowledged.
+    let mut held: Vec<Vec<(Instant, crate::cc::SendState)>> = vec![vec![]; members];
+    let mut sent = 0usize;
+    let mut delivered_after_settle = 0;
     let mut s = RateSampler::default();
-    let mut flight: std::collections::VecDeque<(Instant, crate::cc::SendState)> =
+    let mut flight: std::collections::VecDeque<(Instant, crate::cc::SendState, usize)> =
         Default::default();
     let step = 10_000u64; // 10 µs
     let mut next_send = 0u64;
@@ -47,19 +94,49 @@ fn run_fluid_held(
     let mut t = 0;
     while t < duration_ms * 1_000_000 {
         let now = Instant::from_nanos(t);
-        // Deliveries due.
-        let prior = flight.len() as u64 * MSS;
-        s.begin_ack();
-        let mut any = false;
-        while flight.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, st) = flight.pop_front().unwrap();
-            s.on_delivered(now, &st, MSS);
-            any = true;
+        // Deliveries due, and the ACKs for them that receivers send.
+        while flight.front().is_some_and(|(at, _, _)| *at <= now) {
+            let (at, st, m) = flight.pop_front().unwrap();
+            held[m].push((at, st));
         }
-        if any {
+        for m in 0..members {
+            let h = &held[m];
+            let ack = match acks {
+                None => !h.is_empty(),
+                Some(a) => {
+                    // Member m's full-ACK timer ticks every `every_ms`, m quarters
+                    // (for four) of a period after the first's.
+                    let period = a.every_ms * 1_000_000;
+                    let phase = t + m as u64 * period / members as u64;
+                    let tick = phase / period != (phase + step) / period;
+                    !h.is_empty() && (h.len() as u64 >= a.pkts || tick)
+                }
+            };
+            if !ack {
+                continue;
+            }
+            let unacked = |held: &[Vec<_>]| held.iter().map(Vec::len).sum::<usize>();
+            let prior = (flight.len() + unacked(&held)) as u64 * MSS;
+            let reading = match (h.first(), h.last()) {
+                (Some((a, _)), Some((b, _))) if b > a => Some(
+                    (h.len() - 1) as f64 * MSS as f64 * members as f64
+                        / b.saturating_duration_since(*a).as_secs_f64(),
+                ),
+                _ => None,
+            };
+            s.begin_ack();
+            for (_, st) in held[m].drain(..) {
+                s.on_delivered(now, &st, MSS);
+                if t >= settle_ms * 1_000_000 {
+                    delivered_after_settle += MSS;
+                }
+            }
             let rs = s.finish_ack(now, prior, Some(Duration::from_nanos(rtt)), bbr.min_rtt());
-            let in_flight = flight.len() as u64 * MSS;
-            bbr.update(now, &rs, s.delivered(), in_flight);
+            let in_flight = (flight.len() + unacked(&held)) as u64 * MSS;
+            match acks {
+                None => bbr.update(now, &rs, s.delivered(), in_flight),
+                Some(_) => bbr.update_with_rate(now, &rs, reading, s.delivered(), in_flight),
+            }
             if bbr.in_probe_rtt() {
                 s.on_app_limited(in_flight);
             }
@@ -68,20 +145,24 @@ fn run_fluid_held(
             }
         }
         // Sends due.
-        while t >= next_send && (flight.len() as u64 * MSS) < bbr.cwnd().max(hold_pkts * MSS) {
-            let st = s.on_send(now, flight.len() as u64 * MSS);
+        let in_flight = |flight: &std::collections::VecDeque<_>, held: &[Vec<_>]| {
+            (flight.len() + held.iter().map(Vec::len).sum::<usize>()) as u64 * MSS
+        };
+        while t >= next_send && in_flight(&flight, &held) < bbr.cwnd().max(hold_pkts * MSS) {
+            let st = s.on_send(now, in_flight(&flight, &held));
             let service = (MSS as f64 / link * 1e9) as u64;
             link_free = link_free.max(t) + service;
             if t >= settle_ms * 1_000_000 {
                 max_queue = max_queue.max((link_free - t) as f64 * link / 1e9);
             }
-            flight.push_back((Instant::from_nanos(link_free + rtt), st));
+            flight.push_back((Instant::from_nanos(link_free + rtt), st, sent % members));
+            sent += 1;
             next_send += (MSS as f64 / bbr.pacing_bytes_per_sec() * 1e9) as u64;
         }
         next_send = next_send.max(t.saturating_sub(step));
         t += step;
     }
-    (bbr, max_queue, modes)
+    (bbr, max_queue, modes, delivered_after_settle)
 }
 
 /// On a clean 10 MB/s × 40 ms path BBR finds the bandwidth within its pacing
@@ -133,6 +214,35 @@ fn probe_rtt_ends_when_the_floor_is_what_the_sender_can_hold() {
     assert!(bbr.cwnd() > 8 * MSS, "cwnd {}", bbr.cwnd());
 }
 
+/// Four senders on one model, each one's receiver acknowledging every 64
+/// packets and on its own 10 ms timer (UDT's), on a path whose BDP is 10
+/// packets (10 MB/s × 1 ms): what the receivers hold is in flight to the
+/// sender. Told the schedule, the model's window and Drain's end make room for
+/// it, and the group keeps the link busy (9.7 MB/s over the last 2 of 3 s);
+/// not told, its window (two BDPs, plus the ACK-aggregation allowance, which
+/// sees only a quarter of it at each member's ACK) holds less than the
+/// members' ACKs need, and each member waits for its timer with the pipe empty
+/// (2.0 MB/s): a coupled `longhaul send` over loopback crawled so, at 84-232
+/// Mb/s. Floors: 80 % of the link told, under half not.
+#[test]
+fn a_window_makes_room_for_what_the_receiver_holds() {
+    let link = 10e6;
+    let run = |told| {
+        let acks = AckSchedule {
+            pkts: 64,
+            every_ms: 10,
+            members: 4,
+            told,
+        };
+        let (_, _, _, bytes) = run_fluid_acked(link, 1, 3000, 1000, 0, None, Some(acks));
+        bytes as f64 / 2.0
+    };
+    let (told, not_told) = (run(true), run(false));
+    eprintln!("told {told:.0} B/s, not told {not_told:.0} B/s");
+    assert!(told >= 0.8 * link, "told: {told:.0} B/s");
+    assert!(not_told < 0.5 * link, "not told: {not_told:.0} B/s");
+}
+
 /// Hand-worked Startup exit: bandwidth samples 100, 200, 400, 450, 450, 450 (one
 /// per round) grow by a quarter until 400; three rounds below 1.25 × 400 = 500
 /// end Startup on the third.
@@ -156,6 +266,51 @@ fn startup_ends_after_three_flat_rounds() {
     // Inflight is far above the BDP: Drain, paced at 1/2.885 of the estimate.
     assert_eq!(b.mode(), BbrMode::Drain);
     assert!((b.pacing_bytes_per_sec() - 450.0 * DRAIN_GAIN * 0.99).abs() < 1e-6);
+}
+
+/// Drain ends when the inflight fits a BDP and what the receivers may hold:
+/// 1 MB/s × 10 ms (a BDP of 10 packets), receivers that hold up to 64 packets;
+/// 50 packets still counted in flight end Drain when the model is told, and not
+/// when it is not (the receivers' 40 would keep it in Drain for good while they
+/// hold that many; a coupled group over loopback stayed in Drain, paced at
+/// 0.35 of its estimate, for a whole transfer).
+#[test]
+fn drain_ends_over_what_the_receivers_hold() {
+    for told in [false, true] {
+        let mut b = Bbr::new(BbrConfig::default(), MSS, 10 * MSS, Instant::ZERO);
+        if told {
+            b.set_ack_schedule(64, Duration::from_millis(100));
+        }
+        let mut delivered = 0;
+        let mut ack = |b: &mut Bbr, i: u64, bw: u64, in_flight: u64| {
+            let rs = RateSample {
+                delivered: bw,
+                interval: Duration::from_secs(1),
+                prior_delivered: delivered,
+                newly_acked: bw / 100,
+                rtt: Some(Duration::from_millis(10)),
+                ..RateSample::default()
+            };
+            delivered += bw;
+            b.update(ms(i * 100), &rs, delivered, in_flight);
+        };
+        for (i, bw) in [
+            250_000u64, 500_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ack(&mut b, i as u64, bw, 1_000_000);
+        }
+        assert_eq!(b.mode(), BbrMode::Drain);
+        ack(&mut b, 6, 1_000_000, 50 * MSS);
+        let want = if told {
+            BbrMode::ProbeBw
+        } else {
+            BbrMode::Drain
+        };
+        assert_eq!(b.mode(), want, "told {told}");
+    }
 }
 
 /// v1 ignores loss; v3 bounds inflight after a round that lost more than 2 %.

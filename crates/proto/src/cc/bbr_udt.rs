@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::bbr::{Bbr, BbrConfig, BbrMode, LhChanges};
 use super::delivery_rate::{RateSampler, SendState};
-use super::udt::{UdtInputs, UdtRateControl, MIN_WINDOW_PKTS};
+use super::udt::{UdtInputs, UdtRateControl, MIN_WINDOW_PKTS, SELF_CLOCK, SYN_US};
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
 use crate::udt::estimator::ARRIVALS;
@@ -152,6 +152,13 @@ impl Model {
         self.bbr.set_min_cwnd_pkts(MIN_WINDOW_PKTS * members);
         // Each member's receiver reads its own last packets.
         self.bbr.set_probe_span_pkts(ARRIVALS as u64 * members);
+        // Each member's receiver acknowledges every 64 of its packets, or per SYN.
+        if self.bbr.config().ack_hold {
+            self.bbr.set_ack_schedule(
+                u64::from(SELF_CLOCK) * members,
+                Duration::from_micros(SYN_US as u64),
+            );
+        }
         self.readings.len() - 1
     }
 

@@ -59,7 +59,9 @@ pub use new_reno::{Avoidance, NewReno, NewRenoConfig, SlowStart};
 pub use scalable::{Scalable, ScalableResponse};
 pub use sctp::{SctpCc, SctpCcProfile};
 pub use segments::{Rounds, SegmentWindow};
-pub use udt::{Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, MIN_WINDOW_PKTS, SYN_US};
+pub use udt::{
+    Udt, UdtConfig, UdtInputs, UdtProfile, UdtRateControl, MIN_WINDOW_PKTS, SELF_CLOCK, SYN_US,
+};
 pub use vegas::Vegas;
 pub use westwood::Westwood;
 

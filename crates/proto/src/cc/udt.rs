@@ -27,6 +27,9 @@ use longhaul_wire::udt::LossList;
 
 /// SYN, the rate-control interval, µs (`m_iSYNInterval`).
 pub const SYN_US: f64 = 10_000.0;
+/// A receiver sends a light ACK every this many packets between its full ACKs,
+/// one per SYN (`m_iSelfClockInterval`).
+pub const SELF_CLOCK: u32 = 64;
 
 /// Which rule set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

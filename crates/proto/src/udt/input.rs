@@ -175,11 +175,10 @@ impl UdtConnection {
         reader: &mut Direct<'_>,
     ) {
         self.stats.data_received += 1;
-        let now_us = micros(now.saturating_duration_since(Instant::ZERO));
-        self.window.on_arrival(now_us);
+        self.window.on_arrival(now);
         match seq.value() & 0xF {
-            0 => self.window.on_probe1(now_us),
-            1 => self.window.on_probe2(now_us),
+            0 => self.window.on_probe1(now),
+            1 => self.window.on_probe2(now),
             _ => {}
         }
         let reference = self.rcv_high.unwrap_or(0);

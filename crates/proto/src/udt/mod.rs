@@ -32,11 +32,12 @@ use longhaul_wire::udt::{HandshakeRepr, HEADER_LEN};
 
 use crate::cc::{
     ArUdt, ArUdtConfig, BbrConfig, BbrGroup, BbrUdt, Udt, UdtConfig as UdtCcConfig, UdtInputs,
-    UdtRateControl, SYN_US,
+    UdtRateControl, SELF_CLOCK, SYN_US,
 };
 use crate::engine::{Engine, Layer, Transmit};
 use crate::seq::UdtSeqNumber;
 use crate::time::{Duration, Instant};
+pub use estimator::ArrivalClock;
 use estimator::TimeWindow;
 
 /// IP (20) and UDP (8) header bytes counted in the MSS.
@@ -52,8 +53,6 @@ const SYN: u64 = SYN_US as u64;
 /// ACKs exactly SYN apart, and a few nanoseconds of jitter on the way back would then
 /// make the sender's once-per-SYN rate control skip every other one.
 const TIMER_TICK: Duration = Duration::from_micros(1);
-/// Light ACK every this many packets (`m_iSelfClockInterval`).
-const SELF_CLOCK: u32 = 64;
 /// Minimum EXP interval, µs.
 const MIN_EXP_US: u64 = 300_000;
 /// Handshake retransmission interval and give-up time.
@@ -119,6 +118,9 @@ pub struct UdtConnConfig {
     pub rate_control: RateControl,
     /// How losses are reported (a receiver-side choice).
     pub nak_report: NakReport,
+    /// How arrivals are timed for the receive rate and link capacity in full ACKs
+    /// (a receiver-side choice).
+    pub arrival_clock: ArrivalClock,
     /// This side's socket ID (non-zero).
     pub socket_id: u32,
     /// Initial sequence number (the client's is used by both sides).
@@ -148,6 +150,7 @@ impl Default for UdtConnConfig {
             snd_buf_pkts: 8192,
             rate_control: RateControl::Udt(UdtCcConfig::default()),
             nak_report: NakReport::Once,
+            arrival_clock: ArrivalClock::Udt4,
             socket_id: 1,
             isn: 0,
             cookie_secret: 0x5eed,
@@ -557,7 +560,7 @@ impl UdtConnection {
             next_ack_time: now,
             pkt_count: 0,
             light_ack_count: 1,
-            window: TimeWindow::default(),
+            window: TimeWindow::new(cfg.arrival_clock),
             last_rsp: now,
             exp_count: 1,
         }

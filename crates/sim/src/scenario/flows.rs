@@ -10,7 +10,7 @@ use longhaul_proto::cc::{Avoidance, CcAlgorithm, HyStartMode};
 use longhaul_proto::rtt::RtoConfig;
 use longhaul_proto::sctp::SctpConfig;
 use longhaul_proto::tcp::{AckPolicy, InitialWindow, TcpConfig};
-use longhaul_proto::udt::{NakReport, RateControl, UdtConnConfig};
+use longhaul_proto::udt::{ArrivalClock, NakReport, RateControl, UdtConnConfig};
 use longhaul_proto::{Duration, Instant};
 
 use super::schema::{BbrFile, FilesFile, SctpFlowFile, TcpFlowFile, UdpFlowFile, UdtFlowFile};
@@ -479,9 +479,22 @@ impl Loader<'_> {
                 ))
             }
         };
+        let arrival_clock = match u.arrival_clock.as_deref() {
+            None | Some("udt4") => ArrivalClock::Udt4,
+            Some("ns") => ArrivalClock::Nanos,
+            Some(o) => {
+                return Err(self.err(
+                    k("arrival_clock"),
+                    format!(
+                        "unknown `{o}`: use \"udt4\" (whole microseconds, as 4.11) or \"ns\" (nanoseconds, as `longhaul recv`)"
+                    ),
+                ))
+            }
+        };
         let mut c = UdtConnConfig {
             rate_control,
             nak_report,
+            arrival_clock,
             ..UdtConnConfig::default()
         };
         if let Some(m) = u.mss {
@@ -564,6 +577,9 @@ impl Loader<'_> {
         }
         if let Some(p) = f.pace_over_loss {
             b.lh.pace_over_loss = Some(p);
+        }
+        if let Some(h) = f.ack_hold {
+            b.ack_hold = h;
         }
         if let Some(g) = fraction("startup_growth", f.startup_growth, 4.0)? {
             if g < 1.0 {

@@ -402,6 +402,7 @@ pub(super) struct UdtFlowFile {
     pub(super) profile: Option<String>,
     pub(super) fix_inverted_fallback: Option<bool>,
     pub(super) nak_report: Option<String>,
+    pub(super) arrival_clock: Option<String>,
     pub(super) mss: Option<u32>,
     pub(super) flight_flag_size: Option<u32>,
     pub(super) recv_buffer_pkts: Option<u32>,
@@ -432,6 +433,8 @@ pub(super) struct BbrFile {
     pub(super) nak_rtt: Option<bool>,
     /// false keeps a coupled group's pacing from making up for random loss.
     pub(super) pace_over_loss: Option<bool>,
+    /// true: room for what UDT's receivers hold (as `longhaul send`).
+    pub(super) ack_hold: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

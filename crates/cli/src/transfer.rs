@@ -428,7 +428,8 @@ pub fn send_cmd(a: SendArgs) -> Result<(), Failure> {
         RateControl::from_name(&a.cc, UdtConnConfig::default().rate_control.udt_config())
             .map_err(|e| Failure::input(anyhow::anyhow!("--cc: {e}")))?;
     // BBR makes room for what UDT's receivers hold before they acknowledge:
-    // without it four coupled channels over loopback moved 57-232 Mb/s.
+    // without it four coupled channels over loopback crawled at 84-232 Mb/s in
+    // about half the runs (docs/bbr.md, "Receivers that hold their ACKs").
     if let RateControl::Bbr(b) = &mut rate_control {
         b.ack_hold = true;
     }

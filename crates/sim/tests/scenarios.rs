@@ -250,6 +250,13 @@ fn errors_name_the_file_the_key_and_the_fix() {
         (
             base().replace(
                 "protocol = \"tcp\"",
+                "protocol = \"udt\"\narrival_clock = \"us\"",
+            ),
+            &["flow[0].arrival_clock", "\"ns\"", "\"udt4\""],
+        ),
+        (
+            base().replace(
+                "protocol = \"tcp\"",
                 "protocol = \"udt\"\nspw_scope = \"syn\"",
             ),
             &["flow[0].spw_scope", "ar-udt"],

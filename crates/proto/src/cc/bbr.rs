@@ -836,7 +836,8 @@ impl Bbr {
         if self.mode == BbrMode::Startup && self.full_bw_reached {
             self.mode = BbrMode::Drain;
         }
-        // Less what the receivers may hold, which has arrived (`set_ack_schedule`).
+        // The inflight counts what the receivers may hold, which has arrived
+        // (`set_ack_schedule`).
         let bw = self.bw.get();
         if self.mode == BbrMode::Drain && in_flight <= self.inflight(bw, 1.0) + self.held(bw) {
             self.enter_probe_bw(now);

@@ -13,13 +13,22 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// The pause before try `n` (from 1) of a real-time run after invalid ones: 2 s,
-/// then doubling, as the emulator crate's tests wait (`crates/emu/tests/common`).
-/// What makes a timer late on a shared host (another tenant's burst, the
-/// hypervisor's steal) can outlast a few seconds; a retry straight after meets
-/// it again.
+/// then doubling, then up to a minute more until a second in which the
+/// hypervisor took under 1 % of every CPU, as the emulator crate's tests wait
+/// (`crates/emu/tests/common`). What makes a timer late on a shared host
+/// (another tenant's burst, the hypervisor's steal) can outlast a few seconds; a
+/// retry straight after meets it again.
 fn pause_before_try(n: usize) {
     if n > 0 {
         std::thread::sleep(Duration::from_secs(2 << (n - 1).min(3)));
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let q = longhaul_emu::cpu::wait_for_quiet_host(Duration::from_secs(60), &stop);
+        eprintln!(
+            "try {}: waited {:.0} s for a quiet host, steal {:.1} % of a CPU",
+            n + 1,
+            q.waited.as_secs_f64(),
+            q.steal_share * 100.0
+        );
     }
 }
 
@@ -346,7 +355,7 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
     let dir = tempfile::tempdir().unwrap();
     let data = varied_file(&dir.path().join("f.bin"), 4_000_000);
     let bin = env!("CARGO_BIN_EXE_longhaul");
-    // The rates are asserted on a run the emulator reports valid: up to four
+    // The rates are asserted on a run the emulator reports valid: up to five
     // tries, with pauses between them (`pause_before_try`).
     let mut invalid = vec![];
     let r = loop {
@@ -393,8 +402,10 @@ fn send_rate_limit_and_ar_udt_hold_across_an_emulated_link() {
         if r["health"]["valid"] == true {
             break r;
         }
+        // Said at once, so a pass on a later try still leaves a trace.
+        eprintln!("invalid run: {}", r["health"]["problems"]);
         invalid.push(r["health"]["problems"].to_string());
-        assert!(invalid.len() < 4, "no valid run in four: {invalid:?}");
+        assert!(invalid.len() < 5, "no valid run in five: {invalid:?}");
     };
     // The emulator measured each UDT channel: 10 Mb/s each at most (UDT_MAXBW on
     // 1500-byte packets; packet pairs allow 1/16 more), and clearly not idle: the

@@ -202,6 +202,20 @@ pub fn cbr(pair: &Pair, rate_bps: f64, ip_len: usize, secs: f64) -> Probe {
 /// test passed a minute later.
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// After the pause, waits up to a minute for a second in which the hypervisor
+/// took under 1 % of every CPU ([`longhaul_emu::cpu::wait_for_quiet_host`]),
+/// and says how the wait went.
+pub fn settle_host() {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let q = longhaul_emu::cpu::wait_for_quiet_host(std::time::Duration::from_secs(60), &stop);
+    eprintln!(
+        "waited {:.0} s for a quiet host: steal {:.1} % of a CPU{}",
+        q.waited.as_secs_f64(),
+        q.steal_share * 100.0,
+        if q.quiet { "" } else { " (still busy)" }
+    );
+}
+
 /// The host's load averages, for a failure message.
 pub fn host_load() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -214,15 +228,16 @@ pub fn host_load() -> String {
 /// host's load if none was. A test asserts the physics only on what this returns,
 /// so no assertion passes because a run was skipped.
 ///
-/// An invalid run is followed by a pause before the next, [`SETTLE`] and doubling:
-/// on a shared host, what made the timer late (another tenant, the suite's own
-/// build or test threads) tends to pass within seconds, and an immediate retry
-/// meets it again.
+/// An invalid run is followed by a pause before the next, [`SETTLE`] and doubling,
+/// then by a wait for a quiet host ([`settle_host`]): on a shared host, what made
+/// the timer late (another tenant, the suite's own build or test threads) tends
+/// to pass within seconds, and an immediate retry meets it again.
 pub fn valid_run<R>(tries: u32, mut attempt: impl FnMut() -> (EmuReport, R)) -> (EmuReport, R) {
     let mut seen = vec![];
     for i in 1..=tries {
         if i > 1 {
             std::thread::sleep(SETTLE * (1 << (i - 2).min(4)));
+            settle_host();
         }
         let (report, r) = attempt();
         if report.health.valid {

@@ -504,10 +504,11 @@ fn print_report(r: &EmuReport) {
     for p in &h.problems {
         eprintln!("  - {p}");
     }
-    if h.steal_s > 0.0 {
+    if h.steal_s > 0.0 || h.apps_steal_s > 0.0 {
         eprintln!(
-            "  the hypervisor took {:.2} s from the timing thread's CPUs (steal)",
-            h.steal_s
+            "  the hypervisor took {:.2} s from the timing thread's CPUs and up to {:.2} s \
+             from a CPU of the applications' (steal)",
+            h.steal_s, h.apps_steal_s
         );
     }
     if h.contended_s > 0.0 {

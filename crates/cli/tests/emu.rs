@@ -628,6 +628,7 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         let r: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
         if r["health"]["valid"] != serde_json::Value::Bool(true) {
+            eprintln!("invalid run: {}", r["health"]["problems"]);
             invalid.push(r["health"]["problems"].to_string());
             continue;
         }
@@ -666,7 +667,8 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         let data_mbps = s["bytes"].as_f64().unwrap() * 8.0 / last / 1e6;
         assert!(
             data_mbps >= 80.0,
-            "{data_mbps:.1} Mb/s over the data phase ({last:.2} s)"
+            "{data_mbps:.1} Mb/s over the data phase ({last:.2} s), a valid run: {}",
+            r["health"]
         );
         let block_time = 4.0 * 1048576.0 * 8.0 / (data_mbps * 1e6 / 4.0);
         eprintln!("{mbps:.1} Mb/s; channels ended {spread:.2} s apart; block-time {block_time:.2} s; {ends:?}");

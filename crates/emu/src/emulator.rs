@@ -296,8 +296,16 @@ impl Emulator {
             .steering()
             .and(cpu::timing_cpu())
             .filter(|&c| cpu::pin_to(c).is_ok());
-        // Its CPU never idles, so a virtual machine's is never halted (`cpu`).
+        // Its CPU never idles, so a virtual machine's is never halted (`cpu`);
+        // nor do the applications' CPUs, whose wake-ups pace their sending.
         let awake = timing_cpu.and_then(cpu::Awake::new);
+        let apps_cpus: Vec<usize> = timing_cpu.map_or_else(Vec::new, |t| {
+            cpu::allowed().into_iter().filter(|&c| c != t).collect()
+        });
+        let apps_awake: Vec<cpu::Awake> = apps_cpus
+            .iter()
+            .filter_map(|&c| cpu::Awake::new(c))
+            .collect();
         let own_core_spin = if timing_cpu.is_some() {
             SPIN
         } else {
@@ -395,16 +403,24 @@ impl Emulator {
             pcap.finish().map_err(|err| EmuError::Pcap { path, err })?;
         }
         let busy = cpu * (1.0 - idle_spin_ns as f64 / turns_ns.max(1) as f64);
-        // The timing CPU's steal; unpinned, the thread may have run on any.
+        // The timing CPU's steal; unpinned, the thread may have run on any. And
+        // the most any CPU the applications ran on lost.
         let steal_cpus = timing_cpu.map_or_else(cpu::allowed, |c| vec![c]);
+        let steal1 = cpu::steal_ticks();
+        let apps_steal_s = apps_cpus
+            .iter()
+            .map(|&c| cpu::steal_s(&steal0, &steal1, &[c]))
+            .fold(0.0, f64::max);
         let mut health = Health::judge(
             &io.lateness,
             tun_drops,
             io.write_errors,
             [cpu / wall.max(1e-9), busy / wall.max(1e-9)],
             wall,
-            cpu::steal_s(&steal0, &cpu::steal_ticks(), &steal_cpus),
+            [cpu::steal_s(&steal0, &steal1, &steal_cpus), apps_steal_s],
         );
+        health.apps_kept_awake = !apps_cpus.is_empty() && apps_awake.len() == apps_cpus.len();
+        drop(apps_awake);
         health.offload = offload;
         health.timing_cpu = timing_cpu;
         health.timing_nice = raised.nice();

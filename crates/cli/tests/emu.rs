@@ -596,7 +596,11 @@ fn a_capture_of_an_encrypted_session_shows_no_name_or_content() {
 /// with what else the machine writes; both are clear of UDT4's own control on the
 /// same path (13.4 Mb/s).
 ///
-/// Only a run the emulator reports valid counts; up to three are tried.
+/// Only a run the emulator reports valid counts; up to five are tried, as the
+/// emulator crate's tests try (a host's noisy spell can outlast three tries and
+/// their 6 s of pauses: 2026-12-02, three tries with lateness p99 437-460 µs
+/// and no steal, and the test alone passed on its first or second try minutes
+/// later).
 #[test]
 fn bbr_lh_keeps_a_five_percent_loss_path_full() {
     let _g = lock();
@@ -604,7 +608,7 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
     let data = varied_file(&dir.path().join("f.bin"), 100_000_000);
     let bin = env!("CARGO_BIN_EXE_longhaul");
     let mut invalid = Vec::new();
-    for attempt in 0..3 {
+    for attempt in 0..5 {
         pause_before_try(attempt);
         let report = dir.path().join(format!("run{attempt}.json"));
         let out = dir.path().join(format!("out{attempt}"));
@@ -678,7 +682,7 @@ fn bbr_lh_keeps_a_five_percent_loss_path_full() {
         );
         return;
     }
-    panic!("no valid run in three: {invalid:?}");
+    panic!("no valid run in five: {invalid:?}");
 }
 
 /// `compare --sim`: the kernel's Reno, CUBIC and BBR against their simulated

@@ -269,22 +269,6 @@ pub fn steal_s(before: &[(usize, u64)], after: &[(usize, u64)], cpus: &[usize]) 
     ticks as f64 / 100.0
 }
 
-/// The share of a CPU's time the hypervisor may take before a host counts as
-/// busy: the 1 % above which a run's report blames late timers on the host
-/// ([`crate::stats::Health::judge`]).
-pub const QUIET_STEAL_SHARE: f64 = 0.01;
-
-/// How a [`wait_for_quiet_host`] ended.
-#[derive(Debug, Clone, Copy)]
-pub struct Quiet {
-    /// Whether the last reading was quiet (or steal cannot be read here).
-    pub quiet: bool,
-    /// How long the wait took.
-    pub waited: std::time::Duration,
-    /// The busiest allowed CPU's steal share in the last one-second reading.
-    pub steal_share: f64,
-}
-
 /// The busiest of `cpus`' share of `window_s` that the hypervisor took, between
 /// two [`steal_ticks`] readings.
 pub fn steal_share(
@@ -296,38 +280,6 @@ pub fn steal_share(
     cpus.iter()
         .map(|&c| steal_s(before, after, &[c]) / window_s)
         .fold(0.0, f64::max)
-}
-
-/// Waits, in one-second readings, until the hypervisor took less than
-/// [`QUIET_STEAL_SHARE`] of every allowed CPU, at most `max`, or until
-/// `stop` is set.
-///
-/// Steal comes and goes in bursts that outlast seconds: on 2026-12-01 a CI
-/// host's four tries of a 2.3 s run, 2, 4 and 8 s apart, all lost 0.33-0.47 s
-/// to it and all came out invalid. A retry that starts in a quiet second has a
-/// better chance than one that starts on a timer. Where `/proc/stat` has no
-/// steal to read there is nothing to wait for.
-pub fn wait_for_quiet_host(max: std::time::Duration, stop: &AtomicBool) -> Quiet {
-    let clock = crate::clock::Clock::new();
-    let elapsed = || std::time::Duration::from_nanos(clock.now().as_nanos());
-    let cpus = allowed();
-    let mut before = steal_ticks();
-    let mut share = 0.0;
-    while !before.is_empty() && !stop.load(Ordering::Relaxed) {
-        let t0 = elapsed();
-        std::thread::sleep(std::time::Duration::from_secs(1));
-        let after = steal_ticks();
-        share = steal_share(&before, &after, &cpus, (elapsed() - t0).as_secs_f64());
-        if share < QUIET_STEAL_SHARE || elapsed() >= max {
-            break;
-        }
-        before = after;
-    }
-    Quiet {
-        quiet: share < QUIET_STEAL_SHARE,
-        waited: elapsed(),
-        steal_share: share,
-    }
 }
 
 /// The CPU the timing thread takes: the last one allowed, if there are two or

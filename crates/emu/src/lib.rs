@@ -45,6 +45,7 @@ pub mod cpu;
 pub mod emulator;
 pub mod gso;
 pub mod netns;
+pub mod quiet;
 pub mod stats;
 pub mod tun;
 

@@ -16,7 +16,7 @@ use longhaul_wire::Ipv4Packet;
 use serde::Serialize;
 
 use crate::config::{DirectionConfig, LinkRate, LossModel, QueueLimit};
-use crate::cpu::QUIET_STEAL_SHARE;
+use crate::quiet::QUIET_STEAL_SHARE;
 use longhaul_model::fifo::Aqm;
 use longhaul_model::impair::Impairments;
 

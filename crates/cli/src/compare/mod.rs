@@ -44,7 +44,7 @@ OUT/throughput-<rtt>-<loss>.png (throughput against time, first run of each sche
 and OUT/delay-<rtt>-<loss>.png (throughput against p95 one-way delay, every run).
 A run the emulator flags invalid (host drops, timer lateness) is run once more,
 after waiting up to 30 s for a second in which the hypervisor took under 1 % of
-every CPU; if that one is invalid too it is kept, marked. With --sim, the simulator runs the
+every CPU and a timer kept time; if that one is invalid too it is kept, marked. With --sim, the simulator runs the
 same path with the matching engine beside each real run (kernel CUBIC <-> sim
 CUBIC, Reno <-> NewReno, BBR <-> BBR, UDT <-> the same UDT engine); results.md
 gains the simulated throughput, the real/sim ratio and the settings that could
@@ -282,20 +282,22 @@ pub fn run(a: CompareArgs) -> Result<(), Failure> {
                     let mut rec = attempt()?;
                     if !rec.valid && !interrupted.load(Ordering::Relaxed) {
                         // Once more: an invalid run measured the host, not the scheme.
-                        // Steal comes in bursts of seconds, so the retry waits (up to
-                        // half a minute) for a second the hypervisor left alone.
+                        // What made it invalid comes in spells of seconds, so the
+                        // retry waits (up to half a minute) for a quiet second.
                         let first = rec.problems.clone();
-                        let quiet = longhaul_emu::cpu::wait_for_quiet_host(
+                        let quiet = longhaul_emu::quiet::wait_for_quiet_host(
                             Duration::from_secs(30),
                             &interrupted,
                         );
                         let note = format!(
                             "{} rtt {rtt:?} loss {loss} run {run}: invalid ({}); running it \
-                             once more after {:.0} s waiting for a quiet host (steal {:.1} %)",
+                             once more after {:.0} s waiting for a quiet host (steal {:.1} %, \
+                             timer lateness p99 {:.0} µs)",
                             scheme.name(),
                             first.join("; "),
                             quiet.waited.as_secs_f64(),
-                            quiet.steal_share * 100.0
+                            quiet.steal_share * 100.0,
+                            quiet.lateness_p99_us
                         );
                         if bar.is_hidden() {
                             eprintln!("{note}");

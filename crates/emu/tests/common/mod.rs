@@ -203,15 +203,16 @@ pub fn cbr(pair: &Pair, rate_bps: f64, ip_len: usize, secs: f64) -> Probe {
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// After the pause, waits up to a minute for a second in which the hypervisor
-/// took under 1 % of every CPU ([`longhaul_emu::cpu::wait_for_quiet_host`]),
-/// and says how the wait went.
+/// took under 1 % of every CPU and a timer kept time
+/// ([`longhaul_emu::quiet::wait_for_quiet_host`]), and says how the wait went.
 pub fn settle_host() {
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let q = longhaul_emu::cpu::wait_for_quiet_host(std::time::Duration::from_secs(60), &stop);
+    let q = longhaul_emu::quiet::wait_for_quiet_host(std::time::Duration::from_secs(60), &stop);
     eprintln!(
-        "waited {:.0} s for a quiet host: steal {:.1} % of a CPU{}",
+        "waited {:.0} s for a quiet host: steal {:.1} % of a CPU, timer lateness p99 {:.0} µs{}",
         q.waited.as_secs_f64(),
         q.steal_share * 100.0,
+        q.lateness_p99_us,
         if q.quiet { "" } else { " (still busy)" }
     );
 }

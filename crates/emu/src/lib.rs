@@ -32,7 +32,10 @@
 //!   again on write, so the kernel and the emulator pay per 64 KB, not per packet.
 //! - [`stats`] measures what the emulator saw: per-flow throughput, one-way delay
 //!   percentiles, loss by cause, utilisation, Jain's index, and the run's health
-//!   (timer lateness, host-side TUN drops, the emulator's busy share of a core).
+//!   (timer lateness, host-side TUN drops, the emulator's busy share of a core,
+//!   what the hypervisor took from the timing and the applications' CPUs).
+//! - [`quiet`] waits for a second in which the host keeps time, before a run that
+//!   came out invalid is tried again.
 //!
 //! What it does not do: IPv6 (the namespaces have it off; TSO6 super-packets are not
 //! split); UDP GSO super-packets (`USO`, which no sender here uses yet); more than one

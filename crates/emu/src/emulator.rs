@@ -296,16 +296,12 @@ impl Emulator {
             .steering()
             .and(cpu::timing_cpu())
             .filter(|&c| cpu::pin_to(c).is_ok());
-        // Its CPU never idles, so a virtual machine's is never halted (`cpu`);
-        // nor do the applications' CPUs, whose wake-ups pace their sending.
+        // Its CPU never idles, so a virtual machine's is never halted (`cpu`).
         let awake = timing_cpu.and_then(cpu::Awake::new);
+        // The CPUs the applications run on, whose steal the report judges too.
         let apps_cpus: Vec<usize> = timing_cpu.map_or_else(Vec::new, |t| {
             cpu::allowed().into_iter().filter(|&c| c != t).collect()
         });
-        let apps_awake: Vec<cpu::Awake> = apps_cpus
-            .iter()
-            .filter_map(|&c| cpu::Awake::new(c))
-            .collect();
         let own_core_spin = if timing_cpu.is_some() {
             SPIN
         } else {
@@ -419,8 +415,6 @@ impl Emulator {
             wall,
             [cpu::steal_s(&steal0, &steal1, &steal_cpus), apps_steal_s],
         );
-        health.apps_kept_awake = !apps_cpus.is_empty() && apps_awake.len() == apps_cpus.len();
-        drop(apps_awake);
         health.offload = offload;
         health.timing_cpu = timing_cpu;
         health.timing_nice = raised.nice();

@@ -505,8 +505,6 @@ pub struct Health {
     /// kernel's steered receive work ran on (none when the timing thread was not
     /// pinned). Over [`QUIET_STEAL_SHARE`] of the run makes it invalid.
     pub apps_steal_s: f64,
-    /// Whether those CPUs were kept awake too ([`crate::cpu::Awake`]).
-    pub apps_kept_awake: bool,
     /// The CPUs the kernel's receive work was steered to (`rps_cpus`), if it was.
     pub steering: Option<String>,
 }
@@ -602,7 +600,6 @@ impl Health {
             contended_s: 0.0,
             steal_s,
             apps_steal_s,
-            apps_kept_awake: false,
             steering: None,
         }
     }

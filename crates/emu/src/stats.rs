@@ -568,8 +568,8 @@ impl Health {
             // 12 s, and 66.7 Mb/s with 4.0 s.
             problems.push(format!(
                 "the hypervisor took {apps_steal_s:.2} s from a CPU the applications ran on \
-                 in {wall_s:.1} s (over {:.0} %): they ran slower than the link allows; the \
-                 host is oversubscribed",
+                 in {wall_s:.1} s (over {:.0} %): they may have run slower than the link \
+                 allows; the host is oversubscribed",
                 QUIET_STEAL_SHARE * 100.0
             ));
         }

@@ -25,8 +25,7 @@ use crate::emulator::SPIN;
 use crate::stats::LATENESS_P99_LIMIT_US;
 
 /// The share of a CPU's time the hypervisor may take before a host counts as
-/// busy: the 1 % above which a run's report blames late timers on the host and
-/// the applications' CPUs' steal makes a run invalid
+/// busy: the 1 % above which a run's report blames late timers on the host
 /// ([`crate::stats::Health::judge`]).
 pub const QUIET_STEAL_SHARE: f64 = 0.01;
 

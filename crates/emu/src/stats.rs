@@ -455,9 +455,7 @@ impl DirReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct Health {
     /// No host-side drops or failed writes, timer lateness p99 under
-    /// [`LATENESS_P99_LIMIT_US`], the emulator busy less than [`BUSY_LIMIT`], and
-    /// the applications' CPUs not stolen from for over [`QUIET_STEAL_SHARE`] of
-    /// the run.
+    /// [`LATENESS_P99_LIMIT_US`], the emulator busy less than [`BUSY_LIMIT`].
     pub valid: bool,
     /// Why not, one line per problem.
     pub problems: Vec<String>,
@@ -503,7 +501,10 @@ pub struct Health {
     pub steal_s: f64,
     /// The most steal any other CPU had, s: those the applications and the
     /// kernel's steered receive work ran on (none when the timing thread was not
-    /// pinned). Over [`QUIET_STEAL_SHARE`] of the run makes it invalid.
+    /// pinned). Reported, not judged: at 1 % of a run, a few 10 ms ticks made
+    /// short probe runs invalid (a CI run on 2026-12-02 lost a 3.8 s run to
+    /// 0.10 s), while a busy host's applications lost 1.5-4.4 s of 12
+    /// (docs/emulator.md).
     pub apps_steal_s: f64,
     /// The CPUs the kernel's receive work was steered to (`rps_cpus`), if it was.
     pub steering: Option<String>,
@@ -557,20 +558,6 @@ impl Health {
             };
             problems.push(format!(
                 "timer lateness p99 {p99:.0} µs is above {LATENESS_P99_LIMIT_US} µs{why}"
-            ));
-        }
-        if apps_steal_s > QUIET_STEAL_SHARE * wall_s {
-            // The emulator's clock may have kept time, but the applications it
-            // carries for did not: a sender's pacing and a receiver's ACKs wait
-            // for their CPU while the hypervisor runs another guest. On the
-            // 2-core VM (2026-12-02), BBR over 100 Mb/s x 20 ms with 5 % loss
-            // moved 79.9 Mb/s with 1.5 s stolen from the applications' CPU in
-            // 12 s, and 66.7 Mb/s with 4.0 s.
-            problems.push(format!(
-                "the hypervisor took {apps_steal_s:.2} s from a CPU the applications ran on \
-                 in {wall_s:.1} s (over {:.0} %): they may have run slower than the link \
-                 allows; the host is oversubscribed",
-                QUIET_STEAL_SHARE * 100.0
             ));
         }
         if busy_fraction > BUSY_LIMIT {
@@ -665,24 +652,17 @@ mod tests {
         assert_eq!(on_time.steal_s, 0.5);
     }
 
-    /// Steal on the applications' CPUs makes a run invalid by itself, over 1 %
-    /// of the run and not at it, however punctual the emulator's timer was.
+    /// Steal on the applications' CPUs is recorded and does not invalidate a
+    /// punctual run.
     #[test]
-    fn steal_from_the_applications_cpus_invalidates_a_run() {
+    fn steal_from_the_applications_cpus_is_recorded_not_judged() {
         let mut h = lateness_histogram();
         for _ in 0..100 {
             h.record(20_000).unwrap();
         }
-        let judge = |apps| Health::judge(&h, [0, 0], 0, [0.2, 0.1], 10.0, [0.0, apps]);
-        let stolen = judge(0.15);
-        assert!(!stolen.valid);
+        let stolen = Health::judge(&h, [0, 0], 0, [0.2, 0.1], 10.0, [0.0, 0.15]);
         assert_eq!(stolen.apps_steal_s, 0.15);
-        assert!(
-            stolen.problems[0].contains("0.15 s from a CPU the applications ran on in 10.0 s"),
-            "{stolen:?}"
-        );
-        let within = judge(0.1);
-        assert!(within.valid && within.problems.is_empty(), "{within:?}");
+        assert!(stolen.valid && stolen.problems.is_empty(), "{stolen:?}");
     }
 
     #[test]

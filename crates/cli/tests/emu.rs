@@ -15,22 +15,15 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 /// The pause before try `n` (from 1) of a real-time run after invalid ones: 2 s,
 /// then doubling, then up to a minute more until a second in which the
 /// hypervisor took under 1 % of every CPU and a timer kept time, as the
-/// emulator crate's tests wait (`crates/emu/tests/common`). What makes a timer late on a shared host
-/// (another tenant's burst, the hypervisor's steal) can outlast a few seconds; a
-/// retry straight after meets it again.
+/// emulator crate's tests wait (`crates/emu/tests/common`). What makes a timer
+/// late on a shared host (another tenant's burst, the hypervisor's steal) can
+/// outlast a few seconds; a retry straight after meets it again.
 fn pause_before_try(n: usize) {
     if n > 0 {
         std::thread::sleep(Duration::from_secs(2 << (n - 1).min(3)));
         let stop = std::sync::atomic::AtomicBool::new(false);
         let q = longhaul_emu::quiet::wait_for_quiet_host(Duration::from_secs(60), &stop);
-        eprintln!(
-            "try {}: waited {:.0} s for a quiet host, steal {:.1} % of a CPU, timer \
-             lateness p99 {:.0} µs",
-            n + 1,
-            q.waited.as_secs_f64(),
-            q.steal_share * 100.0,
-            q.lateness_p99_us
-        );
+        eprintln!("try {}: {q}", n + 1);
     }
 }
 

@@ -269,16 +269,10 @@ pub fn steal_s(before: &[(usize, u64)], after: &[(usize, u64)], cpus: &[usize]) 
     ticks as f64 / 100.0
 }
 
-/// The busiest of `cpus`' share of `window_s` that the hypervisor took, between
-/// two [`steal_ticks`] readings.
-pub fn steal_share(
-    before: &[(usize, u64)],
-    after: &[(usize, u64)],
-    cpus: &[usize],
-    window_s: f64,
-) -> f64 {
+/// The most steal any one of `cpus` had between two [`steal_ticks`] readings, s.
+pub fn busiest_steal_s(before: &[(usize, u64)], after: &[(usize, u64)], cpus: &[usize]) -> f64 {
     cpus.iter()
-        .map(|&c| steal_s(before, after, &[c]) / window_s)
+        .map(|&c| steal_s(before, after, &[c]))
         .fold(0.0, f64::max)
 }
 
@@ -343,9 +337,9 @@ mod tests {
         assert_eq!(steal_s(&b, &a, &[1]), 0.5);
         assert_eq!(steal_s(&b, &a, &[0]), 0.0);
         assert_eq!(steal_s(&b, &a, &[0, 1]), 0.5);
-        // The busiest CPU sets the share: cpu1 lost 0.5 s of a 2 s window.
-        assert_eq!(steal_share(&b, &a, &[0, 1], 2.0), 0.25);
-        assert_eq!(steal_share(&b, &a, &[0], 2.0), 0.0);
+        // The busiest CPU's alone: cpu1 lost 0.5 s, cpu0 nothing.
+        assert_eq!(busiest_steal_s(&b, &a, &[0, 1]), 0.5);
+        assert_eq!(busiest_steal_s(&b, &a, &[0]), 0.0);
         // This machine's own file parses, one entry per CPU it has.
         assert!(steal_ticks().len() >= allowed().len());
     }

@@ -298,7 +298,7 @@ impl Emulator {
             .filter(|&c| cpu::pin_to(c).is_ok());
         // Its CPU never idles, so a virtual machine's is never halted (`cpu`).
         let awake = timing_cpu.and_then(cpu::Awake::new);
-        // The CPUs the applications run on, whose steal the report judges too.
+        // The CPUs the applications run on, whose steal the report gives too.
         let apps_cpus: Vec<usize> = timing_cpu.map_or_else(Vec::new, |t| {
             cpu::allowed().into_iter().filter(|&c| c != t).collect()
         });
@@ -403,10 +403,7 @@ impl Emulator {
         // the most any CPU the applications ran on lost.
         let steal_cpus = timing_cpu.map_or_else(cpu::allowed, |c| vec![c]);
         let steal1 = cpu::steal_ticks();
-        let apps_steal_s = apps_cpus
-            .iter()
-            .map(|&c| cpu::steal_s(&steal0, &steal1, &[c]))
-            .fold(0.0, f64::max);
+        let apps_steal_s = cpu::busiest_steal_s(&steal0, &steal1, &apps_cpus);
         let mut health = Health::judge(
             &io.lateness,
             tun_drops,

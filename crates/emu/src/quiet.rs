@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::clock::Clock;
-use crate::cpu::{allowed, pin_to, steal_share, steal_ticks, timing_cpu, Awake};
+use crate::cpu::{allowed, busiest_steal_s, pin_to, steal_ticks, timing_cpu, Awake};
 use crate::emulator::SPIN;
 use crate::stats::LATENESS_P99_LIMIT_US;
 
@@ -47,6 +47,19 @@ pub struct Quiet {
     pub lateness_p99_us: f64,
 }
 
+impl std::fmt::Display for Quiet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "waited {:.0} s for a quiet host: steal {:.1} % of a CPU, timer lateness p99 {:.0} µs{}",
+            self.waited.as_secs_f64(),
+            self.steal_share * 100.0,
+            self.lateness_p99_us,
+            if self.quiet { "" } else { " (still busy)" }
+        )
+    }
+}
+
 /// Waits, one second at a time, until a second in which the hypervisor took
 /// less than [`QUIET_STEAL_SHARE`] of every allowed CPU and a timer on the
 /// timing CPU woke less than [`LATENESS_P99_LIMIT_US`] late at p99; at most
@@ -66,7 +79,7 @@ pub fn wait_for_quiet_host(max: Duration, stop: &AtomicBool) -> Quiet {
         let t0 = elapsed();
         q.lateness_p99_us = lateness_p99_us(Duration::from_secs(1));
         let after = steal_ticks();
-        q.steal_share = steal_share(&before, &after, &cpus, (elapsed() - t0).as_secs_f64());
+        q.steal_share = busiest_steal_s(&before, &after, &cpus) / (elapsed() - t0).as_secs_f64();
         q.quiet = q.steal_share < QUIET_STEAL_SHARE && q.lateness_p99_us < LATENESS_P99_LIMIT_US;
         q.waited = elapsed();
         if q.quiet || q.waited >= max {

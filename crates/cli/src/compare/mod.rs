@@ -44,8 +44,9 @@ OUT/throughput-<rtt>-<loss>.png (throughput against time, first run of each sche
 and OUT/delay-<rtt>-<loss>.png (throughput against p95 one-way delay, every run).
 A run the emulator flags invalid (host drops, timer lateness) is run once more,
 after waiting up to 30 s for a second in which the hypervisor took under 1 % of
-every CPU and a timer kept time; if that one is invalid too it is kept, marked. With --sim, the simulator runs the
-same path with the matching engine beside each real run (kernel CUBIC <-> sim
+every CPU and a timer kept time; if that one is invalid too it is kept, marked.
+With --sim, the simulator runs the same path with the matching engine beside
+each real run (kernel CUBIC <-> sim
 CUBIC, Reno <-> NewReno, BBR <-> BBR, UDT <-> the same UDT engine); results.md
 gains the simulated throughput, the real/sim ratio and the settings that could
 not be matched; OUT/sim-<rtt>-<loss>.png plots real and simulated throughput
@@ -291,13 +292,9 @@ pub fn run(a: CompareArgs) -> Result<(), Failure> {
                         );
                         let note = format!(
                             "{} rtt {rtt:?} loss {loss} run {run}: invalid ({}); running it \
-                             once more after {:.0} s waiting for a quiet host (steal {:.1} %, \
-                             timer lateness p99 {:.0} µs)",
+                             once more ({quiet})",
                             scheme.name(),
                             first.join("; "),
-                            quiet.waited.as_secs_f64(),
-                            quiet.steal_share * 100.0,
-                            quiet.lateness_p99_us
                         );
                         if bar.is_hidden() {
                             eprintln!("{note}");

@@ -208,13 +208,7 @@ pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
 pub fn settle_host() {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let q = longhaul_emu::quiet::wait_for_quiet_host(std::time::Duration::from_secs(60), &stop);
-    eprintln!(
-        "waited {:.0} s for a quiet host: steal {:.1} % of a CPU, timer lateness p99 {:.0} µs{}",
-        q.waited.as_secs_f64(),
-        q.steal_share * 100.0,
-        q.lateness_p99_us,
-        if q.quiet { "" } else { " (still busy)" }
-    );
+    eprintln!("{q}");
 }
 
 /// The host's load averages, for a failure message.

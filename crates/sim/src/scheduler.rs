@@ -84,13 +84,16 @@ const SORTED_AGAIN: usize = 8;
 
 /// A deterministic event queue in one of two shapes, chosen by its length.
 ///
-/// **Short queues are sorted**, latest first, so the next event is the last entry.
-/// A packet-level run keeps its queues short by design (one entry per link and
-/// endpoint, see the module notes), and what it schedules is mostly due soon — a link
-/// passing the turn to its next packet, a packet crossing a short hop — so inserting
-/// scans a step or two back from the end and moves as many entries. A binary heap
-/// pays a full sift-down (two or three levels, each a pair of loads and compares)
-/// for every such event instead.
+/// **Short queues are sorted**, earliest first from a moving front (`list[front..]`),
+/// so the next event is at the front and taking it only moves the front on. A
+/// packet-level run keeps its queues short by design (one entry per link and
+/// endpoint, see the module notes), and what it schedules is mostly due after
+/// everything already pending: on a 1000-pair dumbbell the links' queue holds four
+/// or five entries, and a new one (a link passing the turn to its next packet, a
+/// packet crossing a hop) goes behind three of them in most insertions. So inserting
+/// scans from the back, past the entries due after it (none or one, mostly), and
+/// moves as many. A binary heap pays a full sift-down (two or three levels, each a
+/// pair of loads and compares) for every such event instead.
 ///
 /// **Long queues are a binary min-heap**, fronted by a one-entry "next" slot that
 /// holds an entry earlier than everything in the heap: events due before anything
@@ -99,7 +102,7 @@ const SORTED_AGAIN: usize = 8;
 ///
 /// Both order entries by the same unique `(time, seq)` key, so events come out in
 /// the same order whichever shape the queue has, and switching shapes (a sorted
-/// list, reversed, is a valid heap) changes nothing a run can observe.
+/// list, earliest first, is a valid heap) changes nothing a run can observe.
 ///
 /// The heap is hand-written rather than `std`'s `BinaryHeap<Reverse<_>>` because a
 /// link passing the turn to its next packet wants an in-place replace of the top with
@@ -108,11 +111,18 @@ const SORTED_AGAIN: usize = 8;
 struct Queue {
     /// Heap shape only: an entry earlier than everything in `list`.
     next: Option<Entry>,
-    /// Sorted latest first, or a binary min-heap (see `heap`).
+    /// Sorted earliest first from `front`, or a binary min-heap (see `heap`).
     list: Vec<Entry>,
+    /// Sorted shape: where the entries start (those before it were taken). Zero in
+    /// the heap shape.
+    front: usize,
     /// Whether `list` is a heap.
     heap: bool,
 }
+
+/// A sorted list's taken entries are dropped from its start once this many have
+/// gathered, moving the few pending ones back to the beginning.
+const FRONT_MAX: usize = 64;
 
 impl Queue {
     /// The earliest entry.
@@ -121,7 +131,7 @@ impl Queue {
         if self.heap {
             self.next.as_ref().or(self.list.first())
         } else {
-            self.list.last()
+            self.list.get(self.front)
         }
     }
 
@@ -134,27 +144,19 @@ impl Queue {
         }
     }
 
-    /// Sorted shape: the entry goes after every later one, found by scanning back
-    /// from the earliest (most new events are due soon).
+    /// Sorted shape: the entry goes before every later one, found by scanning from
+    /// the back (most new events are due after everything pending).
     #[inline(always)]
     fn insert_sorted(&mut self, key: u128, event: Event) {
-        let n = self.list.len();
-        if n == SORTED_MAX {
+        if self.list.len() - self.front == SORTED_MAX {
             self.become_heap();
             self.insert_heap(key, event);
             return;
         }
         self.list.push(Entry { key, event });
-        self.settle_last(key, event);
-    }
-
-    /// Sorted shape: moves the last entry, `(key, event)`, back past the entries
-    /// due after it (an insertion-sort step; most new events move a step or none).
-    #[inline(always)]
-    fn settle_last(&mut self, key: u128, event: Event) {
         let list = &mut self.list[..];
         let mut at = list.len() - 1;
-        while at > 0 && list[at - 1].key < key {
+        while at > self.front && list[at - 1].key > key {
             list[at] = list[at - 1];
             at -= 1;
         }
@@ -183,10 +185,11 @@ impl Queue {
         }
     }
 
-    /// A full sorted list becomes a heap: reversed, earliest first, it already is one.
+    /// A full sorted list becomes a heap: earliest first, it already is one.
     #[cold]
     fn become_heap(&mut self) {
-        self.list.reverse();
+        self.list.drain(..self.front);
+        self.front = 0;
         self.heap = true;
     }
 
@@ -194,15 +197,28 @@ impl Queue {
     #[cold]
     fn become_sorted(&mut self) {
         self.list.extend(self.next.take());
-        self.list.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+        self.list.sort_unstable_by_key(|e| e.key);
         self.heap = false;
+    }
+
+    /// Sorted shape: drops the entries already taken from the start of `list`.
+    #[cold]
+    fn compact(&mut self) {
+        self.list.drain(..self.front);
+        self.front = 0;
     }
 
     /// Removes the earliest entry.
     #[inline(always)]
     fn pop_head(&mut self) {
         if !self.heap {
-            self.list.pop();
+            self.front += 1;
+            if self.front == self.list.len() {
+                self.list.clear();
+                self.front = 0;
+            } else if self.front == FRONT_MAX {
+                self.compact();
+            }
             return;
         }
         if self.next.take().is_none() {
@@ -217,14 +233,17 @@ impl Queue {
         }
     }
 
-    /// Replaces the earliest entry with `(key, event)`: in a heap, at most one sift
-    /// instead of a pop and a push.
+    /// Replaces the earliest entry with `(key, event)`, which is due after it: in a
+    /// heap, at most one sift instead of a pop and a push.
     #[inline(always)]
     fn replace_head(&mut self, key: u128, event: Event) {
         if !self.heap {
-            // The earliest entry is the last: the new one takes its place.
-            debug_assert!(!self.list.is_empty(), "replace_current without an event");
-            self.settle_last(key, event);
+            debug_assert!(
+                self.front < self.list.len(),
+                "replace_current without an event"
+            );
+            self.pop_head();
+            self.insert_sorted(key, event);
         } else if self.next.take().is_some() {
             self.insert_heap(key, event);
         } else if let Some(top) = self.list.first_mut() {
@@ -276,7 +295,7 @@ impl Queue {
     }
 
     fn len(&self) -> usize {
-        self.list.len() + usize::from(self.next.is_some())
+        self.list.len() - self.front + usize::from(self.next.is_some())
     }
 }
 

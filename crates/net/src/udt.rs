@@ -20,6 +20,13 @@ use crate::arrivals::Arrivals;
 use crate::clock::Clock;
 use crate::secure::{PacketProtection, PACKET_OVERHEAD};
 
+mod buffers;
+mod listener;
+
+pub use buffers::socket_buffer_warning;
+use buffers::{buffer_warning, udp_socket};
+pub use listener::UdtListener;
+
 /// The senders of one transfer's channels, one BBR model among them: the model and
 /// the clock they all read it by (a model's times must come from one clock).
 #[derive(Debug, Clone)]
@@ -59,10 +66,6 @@ const UDT_HEADER: usize = 16;
 /// How long the peer's port may refuse datagrams (ICMP port unreachable), with
 /// nothing received from it, before the connection counts as broken.
 const PEER_GONE: StdDuration = StdDuration::from_secs(1);
-
-/// Kernel socket buffers asked for: a burst of a few thousand packets must not
-/// overflow them between two reads.
-const SOCKET_BUFFER: usize = 16 << 20;
 
 /// What can go wrong with a UDT socket.
 ///
@@ -205,151 +208,6 @@ impl core::ops::AddAssign for IoCounters {
         self.stamped += b.stamped;
         self.polls += b.polls;
         self.yields += b.yields;
-    }
-}
-
-/// A bound UDP port that accepts one UDT connection.
-#[derive(Debug)]
-pub struct UdtListener {
-    sock: UdpSocket,
-    buffers: [usize; 2],
-}
-
-/// A non-blocking UDP socket bound to `bind`, with kernel buffers of
-/// `SOCKET_BUFFER` if the kernel allows them (`net.core.rmem_max`/`wmem_max` cap
-/// what an application may ask for); the sizes it got are returned too.
-fn udp_socket(bind: SocketAddr) -> io::Result<(UdpSocket, [usize; 2])> {
-    use socket2::{Domain, Protocol, Socket, Type};
-    let s = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))?;
-    // Asking for more than the cap is not an error: the kernel clamps.
-    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
-    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
-    // With CAP_NET_ADMIN (root), the *FORCE options pass the rmem_max/wmem_max caps,
-    // whose defaults (208 KiB) overflow within a millisecond at 10 Gb/s. Without
-    // it they fail, the clamped sizes stand, and `buffer_warning` says so.
-    let _ = setsockopt(&s, sockopt::RcvBufForce, &SOCKET_BUFFER);
-    let _ = setsockopt(&s, sockopt::SndBufForce, &SOCKET_BUFFER);
-    // Linux reports twice what it grants (the other half is its bookkeeping).
-    let got = [s.send_buffer_size()? / 2, s.recv_buffer_size()? / 2];
-    s.bind(&bind.into())?;
-    s.set_nonblocking(true)?;
-    Ok((s.into(), got))
-}
-
-/// What to say when the kernel granted less than [`SOCKET_BUFFER`]: the sizes, the
-/// longest burst they hold at 1 and 10 Gb/s (a path whose bandwidth-delay product
-/// overflows them loses datagrams in the host, which UDT then repairs), and what to
-/// raise.
-fn buffer_warning(buffers: [usize; 2]) -> Option<String> {
-    let least = *buffers.iter().min().expect("two sizes");
-    (least < SOCKET_BUFFER).then(|| {
-        let ms = |gbps: f64| least as f64 * 8.0 / (gbps * 1e9) * 1e3;
-        format!(
-            "UDP socket buffers are {} / {} KiB (send / receive), below the {} KiB asked for: they hold {:.1} ms at 1 Gb/s, {:.2} ms at 10 Gb/s. Raise net.core.wmem_max and net.core.rmem_max to {} (or run as root)",
-            buffers[0] >> 10,
-            buffers[1] >> 10,
-            SOCKET_BUFFER >> 10,
-            ms(1.0),
-            ms(10.0),
-            SOCKET_BUFFER
-        )
-    })
-}
-
-/// The warning a UDT socket bound to `ip` would give about its buffers (see
-/// [`UdtSocket::buffer_warning`]), to show before a transfer starts.
-pub fn socket_buffer_warning(ip: std::net::IpAddr) -> io::Result<Option<String>> {
-    let (_, buffers) = udp_socket(SocketAddr::new(ip, 0))?;
-    Ok(buffer_warning(buffers))
-}
-
-impl UdtListener {
-    /// Binds `addr` (port 0: any free port).
-    pub fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let (sock, buffers) = udp_socket(addr)?;
-        Ok(UdtListener { sock, buffers })
-    }
-    /// The bound address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.local_addr()
-    }
-    /// Waits for a client's handshake and completes it; the socket then belongs to
-    /// that client.
-    ///
-    /// Only a completed handshake (a request carrying the cookie this side gave)
-    /// takes the socket: a first request is answered with its cookie and forgotten,
-    /// as UDT4's server does, and any other datagram is dropped. So a stray
-    /// datagram (a port scan) cannot tie the port to an address that will never
-    /// finish, ahead of the client that will.
-    pub fn accept(self, cfg: UdtConnConfig, timeout: StdDuration) -> Result<UdtSocket, NetError> {
-        self.accept_protected(cfg, timeout, None)
-    }
-
-    /// [`accept`](Self::accept), every datagram protected by `protect` (if any):
-    /// a datagram that does not open under the session's keys, the handshake's
-    /// included, is dropped unseen, so only the session's sender can connect.
-    pub fn accept_protected(
-        self,
-        cfg: UdtConnConfig,
-        timeout: StdDuration,
-        mut protect: Option<PacketProtection>,
-    ) -> Result<UdtSocket, NetError> {
-        let mut cfg = room_for_protection(cfg, &protect);
-        // A key of this listener's own for its cookies, bound to each client's
-        // address: a handshake from a spoofed address cannot complete.
-        cfg.cookie_key
-            .get_or_insert_with(crate::secure::random_bytes::<32>);
-        let clock = Clock::new();
-        let mut conn = UdtConnection::new(cfg, clock.now());
-        conn.listen();
-        let mut buf = vec![0u8; 1 << 16];
-        let give_up = clock.now() + to_proto(timeout);
-        self.sock.set_nonblocking(false)?;
-        let peer = loop {
-            let left = give_up.saturating_duration_since(clock.now());
-            if left == longhaul_proto::Duration::ZERO {
-                return Err(NetError::Timeout(timeout));
-            }
-            self.sock.set_read_timeout(Some(
-                StdDuration::from_nanos(left.as_nanos() as u64).max(SPIN),
-            ))?;
-            match self.sock.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    let now = clock.now();
-                    let plain = match &mut protect {
-                        None => 0..n,
-                        Some(p) => match p.open(&mut buf, n) {
-                            Some(r) => r,
-                            None => continue,
-                        },
-                    };
-                    conn.set_handshake_peer(address_tag(from));
-                    conn.handle_datagram(now, &buf[plain.clone()], plain.len());
-                    if conn.state() == State::Connected {
-                        // Its answer is queued: the socket sends it once connected.
-                        self.sock.connect(from)?;
-                        break from;
-                    }
-                    let at = offset_for(&protect);
-                    while let Some(t) = conn.poll_transmit(now, &mut buf[at..]) {
-                        let n = match &mut protect {
-                            None => t.written,
-                            Some(p) => p.seal(&mut buf, t.written),
-                        };
-                        // To whoever asked; one that cannot be reached asks again
-                        // or never finishes, and neither stops the wait.
-                        let _ = self.sock.send_to(&buf[..n], from);
-                    }
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) => return Err(e.into()),
-            }
-        };
-        self.sock.set_nonblocking(true)?;
-        let mut s = UdtSocket::new(self.sock, peer, conn, clock, self.buffers);
-        s.protect = protect;
-        s.wait_connected(give_up, timeout)?;
-        Ok(s)
     }
 }
 
@@ -986,22 +844,6 @@ fn send_one(sock: &UdpSocket, datagram: &[u8], io: &mut IoCounters) -> Result<()
 
 fn to_proto(d: StdDuration) -> longhaul_proto::Duration {
     longhaul_proto::Duration::from_nanos(d.as_nanos().min(u128::from(u64::MAX)) as u64)
-}
-
-#[cfg(test)]
-mod buffer_tests {
-    use super::{buffer_warning, SOCKET_BUFFER};
-
-    /// Granted buffers below what was asked get a warning that says how long a
-    /// burst they hold and what to raise; full ones get none.
-    #[test]
-    fn capped_buffers_are_reported_with_what_they_hold() {
-        assert_eq!(buffer_warning([SOCKET_BUFFER, SOCKET_BUFFER]), None);
-        let w = buffer_warning([SOCKET_BUFFER, 4 << 20]).expect("a warning");
-        assert!(w.contains("16384 / 4096 KiB"), "{w}");
-        assert!(w.contains("33.6 ms at 1 Gb/s"), "{w}");
-        assert!(w.contains("net.core.rmem_max"), "{w}");
-    }
 }
 
 #[cfg(test)]

@@ -149,7 +149,7 @@ fn strangers_neither_end_nor_delay_a_receiver() {
 /// A byte flipped on the wire, encrypted, is refused as a packet (UDT) and the
 /// transfer still arrives byte-exact with no block fetched again: the damaged
 /// datagrams never reach a block. (In clear, the keyed block hashes catch it and
-/// the block is fetched again: `send_recv.rs`.)
+/// the block is fetched again: `send_recv/arrive.rs`.)
 #[test]
 fn damaged_datagrams_are_refused_before_any_block() {
     let src = tempfile::tempdir().unwrap();

@@ -188,8 +188,7 @@ impl Queue {
     /// A full sorted list becomes a heap: earliest first, it already is one.
     #[cold]
     fn become_heap(&mut self) {
-        self.list.drain(..self.front);
-        self.front = 0;
+        self.compact();
         self.heap = true;
     }
 

@@ -3,6 +3,12 @@
 
 use super::*;
 
+/// Writes two token files into `dir`: `tok` (the receivers') and `bad` (another).
+fn write_tokens(dir: &Path) {
+    std::fs::write(dir.join("tok"), "right-0123456789abcdef0123456789abcdef\n").unwrap();
+    std::fs::write(dir.join("bad"), "wrong-0123456789abcdef0123456789abcdef\n").unwrap();
+}
+
 /// An error's cause is said once: the messages include it, and a chain printed
 /// with `{:#}` does not add it again. (It was said twice when the cause was also
 /// the error's `source()`.)

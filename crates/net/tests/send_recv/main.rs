@@ -1,6 +1,7 @@
 //! `send`/`receive` over loopback, end to end through the library: what arrives,
 //! what is refused, what resumes, and the channel knobs (one module each). The
-//! helpers here start receivers, build options and compare trees.
+//! helpers here, shared by more than one of them, write files, build options, wait
+//! for outcomes and compare trees; a module's own helpers are in it.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -24,6 +25,12 @@ mod resume;
 
 use common::{receiver, T};
 
+/// A test's short token made strong enough to be taken (128 bits or more), the
+/// same for the same short one: distinct short tokens stay distinct.
+fn strong(token: &str) -> String {
+    format!("{token}-0123456789abcdef0123456789abcdef")
+}
+
 fn write(p: &Path, len: usize, seed: u8) {
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     let data: Vec<u8> = (0..len)
@@ -42,12 +49,6 @@ fn recv_opts(dir: &Path, token: &str) -> RecvOptions {
         timeout: T,
         ..RecvOptions::new(dir.to_path_buf(), &strong(token))
     }
-}
-
-/// A test's short token made strong enough to be taken (128 bits or more), the
-/// same for the same short one: distinct short tokens stay distinct.
-fn strong(token: &str) -> String {
-    format!("{token}-0123456789abcdef0123456789abcdef")
 }
 
 /// How a receiver ended, if it did within `t`.
@@ -152,96 +153,4 @@ fn same_file(a: &Path, b: &Path) -> bool {
             return y.read(&mut q).unwrap() == 0;
         }
     }
-}
-
-/// A hand-written sender: authenticates, then offers `name` of 10 bytes.
-fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
-    offer_sized(addr, token, name, 10)
-}
-
-/// A hand-written sender: authenticates, then offers `name` of `size` bytes.
-fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
-    open_session(addr, token, &[(name, size)], Transport::Udt).0
-}
-
-/// A hand-written sender: authenticates, then offers `files` (names and sizes),
-/// keeping the control connection: the reply and the connection.
-fn open_session(
-    addr: SocketAddr,
-    token: &str,
-    files: &[(&str, u64)],
-    transport: Transport,
-) -> (Msg, RawSender) {
-    offer_with_dirs(addr, token, files, &[], transport)
-}
-
-/// [`open_session`], offering the folders `dirs` too.
-fn offer_with_dirs(
-    addr: SocketAddr,
-    token: &str,
-    files: &[(&str, u64)],
-    dirs: &[&str],
-    transport: Transport,
-) -> (Msg, RawSender) {
-    let mut raw = RawSender::connect(addr, &strong(token), true, T).unwrap();
-    let files = files
-        .iter()
-        .map(|&(name, size)| longhaul_net::transfer::FileEntry {
-            path: name.into(),
-            size,
-            mode: None,
-            mtime: None,
-        })
-        .collect();
-    raw.send(&Msg::Offer {
-        files,
-        dirs: dirs
-            .iter()
-            .map(|d| longhaul_net::transfer::DirEntry {
-                path: d.to_string(),
-                mode: None,
-            })
-            .collect(),
-        channels: 1,
-        block_size: 1 << 20,
-        transport,
-    })
-    .unwrap();
-    (raw.recv().unwrap(), raw)
-}
-
-/// Both sides' data channels drop 10 % of their datagrams, duplicate 5 % and
-/// reorder 10 %: the files still arrive byte-exact.
-/// A tree of `files` (path, length) sent over `channels` with 10 % loss, 5 %
-/// duplication and 10 % reordering both ways (impairment seed `seed`), the sender's
-/// options changed by `tweak`: it must arrive byte-exact.
-fn through_impairment(
-    seed: u64,
-    files: &[(&str, usize)],
-    channels: u16,
-    tweak: impl FnOnce(&mut SendOptions),
-) {
-    let bad = longhaul_net::Impairment {
-        loss: 0.10,
-        duplicate: 0.05,
-        reorder: 0.10,
-        corrupt: 0.0,
-        seed,
-    };
-    let src = tempfile::tempdir().unwrap();
-    let tree = src.path().join("t");
-    for (i, (name, len)) in files.iter().enumerate() {
-        write(&tree.join(name), *len, i as u8 + 1);
-    }
-    let dst = tempfile::tempdir().unwrap();
-    let (addr, h) = receiver(RecvOptions {
-        impair: Some(bad),
-        ..recv_opts(dst.path(), "k")
-    });
-    let mut o = send_opts(vec![tree.clone()], addr, "k", channels);
-    o.impair = Some(bad);
-    tweak(&mut o);
-    let (sent, got) = outcome(send(&o), h, "through impairment");
-    assert_eq!((sent.files, got.files), (files.len(), files.len()));
-    same_tree(&tree, &dst.path().join("t"));
 }

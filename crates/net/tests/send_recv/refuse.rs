@@ -3,6 +3,62 @@
 
 use super::*;
 
+/// A hand-written sender: authenticates, then offers `name` of 10 bytes.
+fn offer(addr: SocketAddr, token: &str, name: &str) -> Msg {
+    offer_sized(addr, token, name, 10)
+}
+
+/// A hand-written sender: authenticates, then offers `name` of `size` bytes.
+fn offer_sized(addr: SocketAddr, token: &str, name: &str, size: u64) -> Msg {
+    open_session(addr, token, &[(name, size)], Transport::Udt).0
+}
+
+/// A hand-written sender: authenticates, then offers `files` (names and sizes),
+/// keeping the control connection: the reply and the connection.
+fn open_session(
+    addr: SocketAddr,
+    token: &str,
+    files: &[(&str, u64)],
+    transport: Transport,
+) -> (Msg, RawSender) {
+    offer_with_dirs(addr, token, files, &[], transport)
+}
+
+/// [`open_session`], offering the folders `dirs` too.
+fn offer_with_dirs(
+    addr: SocketAddr,
+    token: &str,
+    files: &[(&str, u64)],
+    dirs: &[&str],
+    transport: Transport,
+) -> (Msg, RawSender) {
+    let mut raw = RawSender::connect(addr, &strong(token), true, T).unwrap();
+    let files = files
+        .iter()
+        .map(|&(name, size)| longhaul_net::transfer::FileEntry {
+            path: name.into(),
+            size,
+            mode: None,
+            mtime: None,
+        })
+        .collect();
+    raw.send(&Msg::Offer {
+        files,
+        dirs: dirs
+            .iter()
+            .map(|d| longhaul_net::transfer::DirEntry {
+                path: d.to_string(),
+                mode: None,
+            })
+            .collect(),
+        channels: 1,
+        block_size: 1 << 20,
+        transport,
+    })
+    .unwrap();
+    (raw.recv().unwrap(), raw)
+}
+
 #[test]
 fn a_wrong_token_is_refused_and_nothing_is_written() {
     let src = tempfile::tempdir().unwrap();

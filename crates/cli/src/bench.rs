@@ -43,13 +43,25 @@ pub struct BenchArgs {
     dumbbell: bool,
 }
 
-/// The scenario of one bench point: the reference scenario, or (other flows,
-/// rate, control or topology) its parameters written out with those changes.
-fn scenario(args: &BenchArgs, rtt_ms: f64, flows: u32) -> Result<longhaul_sim::Scenario, Failure> {
+/// Whether `flows` flows under `args` are the reference scenario itself: one flow,
+/// the reference's rate, control and path.
+fn is_reference(args: &BenchArgs, flows: u32) -> bool {
+    flows == 1 && args.rate.is_none() && args.cc.is_none() && !args.dumbbell
+}
+
+/// The scenario of one bench point: the reference scenario (`flows` is `None`, or
+/// names the reference itself), or (other flows, rate, control or topology) its
+/// parameters written out with those changes.
+fn scenario(
+    args: &BenchArgs,
+    rtt_ms: f64,
+    flows: Option<u32>,
+) -> Result<longhaul_sim::Scenario, Failure> {
     let one_way = format!("{}us", rtt_ms * 500.0);
-    if flows == 1 && args.rate.is_none() && args.cc.is_none() && !args.dumbbell {
-        return reference(&one_way, args.loss).map_err(Failure::input);
-    }
+    let flows = match flows {
+        Some(n) if !is_reference(args, n) => n,
+        _ => return reference(&one_way, args.loss).map_err(Failure::input),
+    };
     let rate = args.rate.as_deref().unwrap_or("1Gbps");
     let cc = args.cc.as_deref().unwrap_or("newreno");
     let loss = args.loss;
@@ -79,7 +91,8 @@ fn scenario(args: &BenchArgs, rtt_ms: f64, flows: u32) -> Result<longhaul_sim::S
 /// One point's runs.
 struct Runs {
     rtt_ms: f64,
-    flows: u32,
+    /// `None` for the reference flow run beside the points (see [`run`]).
+    flows: Option<u32>,
     goodput_mbps: f64,
     delivered: u64,
     events: u64,
@@ -87,6 +100,16 @@ struct Runs {
 }
 
 impl Runs {
+    /// What the point runs: "the reference flow", "N flows" or "N pairs (dumbbell)".
+    fn label(&self, dumbbell: bool) -> String {
+        match self.flows {
+            None => "the reference flow".into(),
+            Some(1) if dumbbell => "1 pair (dumbbell)".into(),
+            Some(n) if dumbbell => format!("{n} pairs (dumbbell)"),
+            Some(1) => "1 flow".into(),
+            Some(n) => format!("{n} flows"),
+        }
+    }
     /// The runs' wall times, shortest first.
     fn sorted_walls(&self) -> Vec<f64> {
         let mut w = self.walls.clone();
@@ -180,10 +203,20 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             "--rtt-ms {r}: give finite round-trip times above zero, in ms (e.g. 1,100)"
         )));
     }
-    let points: Vec<(f64, u32)> = args
+    // Points that are not the reference are set against it (the cost per segment
+    // the issue holds within 2x of the single-flow bench): unless `--flows` names
+    // the reference itself, the reference flow runs first at each RTT, in the same
+    // rounds, so that a machine whose speed drifts slows both alike.
+    let add_reference = !args.flows.iter().any(|&n| is_reference(&args, n));
+    let per_rtt: Vec<Option<u32>> = add_reference
+        .then_some(None)
+        .into_iter()
+        .chain(args.flows.iter().map(|&n| Some(n)))
+        .collect();
+    let points: Vec<(f64, Option<u32>)> = args
         .rtt_ms
         .iter()
-        .flat_map(|&r| args.flows.iter().map(move |&n| (r, n)))
+        .flat_map(|&r| per_rtt.iter().map(move |&n| (r, n)))
         .collect();
     let mut runs: Vec<Runs> = vec![];
     for round in 0..args.repeat {
@@ -201,7 +234,8 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
                 .iter()
                 .map(|f| f.data_segments_sent.unwrap_or(0) + f.retransmits.unwrap_or(0))
                 .sum();
-            let bottleneck = if args.dumbbell { "bottleneck" } else { "link1" };
+            let dumbbell = args.dumbbell && flows.is_some();
+            let bottleneck = if dumbbell { "bottleneck" } else { "link1" };
             let delivered = r
                 .summary
                 .link(bottleneck)
@@ -223,8 +257,9 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             // a loud stop, not a figure.
             if (first.delivered, first.events) != (delivered, r.summary.events) {
                 return Err(Failure::from(anyhow::anyhow!(
-                    "RTT {rtt} ms, {flows} flows: run {} delivered {delivered} segments in {} events, \
+                    "RTT {rtt} ms, {}: run {} delivered {delivered} segments in {} events, \
                      run 1 {} in {}: the simulator is not deterministic",
+                    first.label(args.dumbbell),
                     round + 1,
                     r.summary.events,
                     first.delivered,
@@ -267,27 +302,45 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             r.events as f64 / wall / 1e6,
             wall / args.duration_s,
             per_seg,
-            r.flows,
+            r.flows.map_or("ref".into(), |n| n.to_string()),
             fastest / 1e6,
             slowest / 1e6,
             r.walls.len(),
         )?;
     }
-    if args.flows.len() > 1 {
-        // Each RTT's many-flow points against its first.
-        for chunk in runs.chunks(args.flows.len()) {
-            let base = chunk[0].rates().0;
-            for r in &chunk[1..] {
-                outln!(
-                    "RTT {} ms: {} flows / {} (median data segs/s): {:.2}x",
-                    r.rtt_ms,
-                    r.flows,
-                    chunk[0].flows,
-                    r.rates().0 / base
-                )?;
-            }
+    for chunk in runs.chunks(per_rtt.len()) {
+        // Each RTT's many-flow points against its first (the reference run beside
+        // them aside).
+        let points = &chunk[usize::from(add_reference)..];
+        let base = points[0].rates().0;
+        for r in &points[1..] {
+            outln!(
+                "RTT {} ms: {} flows / {} (median data segs/s): {:.2}x",
+                r.rtt_ms,
+                r.flows.unwrap_or(1),
+                points[0].flows.unwrap_or(1),
+                r.rates().0 / base
+            )?;
         }
-    } else if runs.len() > 1 {
+    }
+    for chunk in runs.chunks(per_rtt.len()) {
+        // Each point that is not the reference against the reference: wall time per
+        // delivered segment, medians, so the multiple is the reference's rate over
+        // the point's.
+        let is_ref = |r: &Runs| r.flows.is_none_or(|n| is_reference(&args, n));
+        let Some(reference) = chunk.iter().find(|r| is_ref(r)) else {
+            continue;
+        };
+        for r in chunk.iter().filter(|r| !is_ref(r)) {
+            outln!(
+                "RTT {} ms, {}: cost per data segment {:.2}x the reference flow's (median wall time per segment)",
+                r.rtt_ms,
+                r.label(args.dumbbell),
+                reference.rates().0 / r.rates().0
+            )?;
+        }
+    }
+    if args.flows.len() == 1 && !add_reference && runs.len() > 1 {
         let medians = runs.iter().map(|r| r.rates().0);
         let hi = medians.clone().fold(f64::MIN, f64::max);
         let lo = medians.fold(f64::MAX, f64::min);

@@ -58,12 +58,15 @@ fn bench_shorter_than_a_round_trip_prints_its_wall_time() {
 
 /// `--flows` runs the reference flow N times over the same path (or a dumbbell of
 /// N pairs): each point completes, and its row's figures agree with one another
-/// (events per segment is events over segments, every flow counted). Speed is for
-/// the bench to print, not for a test to judge.
+/// (events per segment is events over segments, every flow counted). Points that
+/// are not the reference scenario are set against it: the reference flow runs
+/// beside them (a `ref` row), and each gets a line with its cost per segment as a
+/// multiple of the reference's, which is the reference's median rate over its own.
+/// Speed is for the bench to print, not for a test to judge.
 #[test]
 fn bench_with_many_flows_completes_with_consistent_figures() {
     let dir = tempfile::tempdir().unwrap();
-    for topology in [&[][..], &["--dumbbell"][..]] {
+    for (topology, what) in [(&[][..], "flow"), (&["--dumbbell"][..], "pair")] {
         let mut args = vec![
             "sim",
             "bench",
@@ -89,8 +92,9 @@ fn bench_with_many_flows_completes_with_consistent_figures() {
             .filter(|l| l.contains("(1 runs)"))
             .map(|l| l.split_whitespace().collect())
             .collect();
-        assert_eq!(rows.len(), 2, "{out}");
-        for (row, flows) in rows.iter().zip(["1", "20"]) {
+        assert_eq!(rows.len(), 3, "{out}");
+        let mut rates = vec![];
+        for (row, flows) in rows.iter().zip(["ref", "1", "20"]) {
             // RTT, goodput, "Mb/s", segs, events, wall, segs/s, "M", events/s, "M",
             // wall/sim-s, events/seg, flows, ...
             assert_eq!(row[12], flows, "{out}");
@@ -99,12 +103,59 @@ fn bench_with_many_flows_completes_with_consistent_figures() {
             let per_seg: f64 = row[11].parse().unwrap();
             assert!(segs > 0.0, "{out}");
             assert!((events / segs - per_seg).abs() < 0.006, "{out}");
+            rates.push(row[6].parse::<f64>().unwrap());
         }
         assert!(
             out.contains("RTT 10 ms: 20 flows / 1 (median data segs/s): "),
             "{out}"
         );
+        let suffix = if what == "pair" { " (dumbbell)" } else { "" };
+        for (n, label) in [(1, format!("1 {what}")), (2, format!("20 {what}s"))] {
+            let prefix = format!("RTT 10 ms, {label}{suffix}: cost per data segment ");
+            let cost: f64 = out
+                .lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .and_then(|r| r.split_once('x'))
+                .and_then(|(x, _)| x.parse().ok())
+                .unwrap_or_else(|| panic!("no {prefix:?} line in {out}"));
+            // The rates in the rows are rounded to 10 kseg/s, the multiple to 0.01.
+            let want = rates[0] / rates[n];
+            assert!(
+                (cost - want).abs() <= 0.01 + 0.02 * want,
+                "{cost} vs {want}: {out}"
+            );
+        }
     }
+    // When `--flows` names the reference itself, it is the reference: no row is
+    // added, and only the other points are set against it.
+    let o = longhaul(
+        &[
+            "sim",
+            "bench",
+            "--flows",
+            "1,3",
+            "--rtt-ms",
+            "10",
+            "--duration-s",
+            "0.2",
+            "--repeat",
+            "1",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.lines().filter(|l| l.contains("(1 runs)")).count(),
+        2,
+        "{out}"
+    );
+    assert!(!out.contains(" ref "), "{out}");
+    assert_eq!(out.matches("cost per data segment").count(), 1, "{out}");
+    assert!(
+        out.contains("RTT 10 ms, 3 flows: cost per data segment "),
+        "{out}"
+    );
     // A control the simulator does not have is bad input.
     let o = longhaul(
         &["sim", "bench", "--flows", "2", "--cc", "compound"],

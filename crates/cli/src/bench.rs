@@ -18,7 +18,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1e-5)]
     loss: f64,
     /// Simulated seconds per run.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = REFERENCE_SECONDS)]
     duration_s: f64,
     /// Runs per RTT, taken in turns (1 ms, 100 ms, 1 ms, ...) so that a machine whose
     /// speed drifts slows every RTT alike; the figures are the median run's, with the
@@ -42,6 +42,11 @@ pub struct BenchArgs {
     #[arg(long)]
     dumbbell: bool,
 }
+
+/// Simulated seconds of the single-flow bench (`longhaul sim bench`), and of the
+/// reference runs set beside other points whatever their `--duration-s`: a shorter
+/// run of one flow is mostly its start, and would flatter the points against it.
+const REFERENCE_SECONDS: f64 = 60.0;
 
 /// Whether `flows` flows under `args` are the reference scenario itself: one flow,
 /// the reference's rate, control and path.
@@ -93,6 +98,8 @@ struct Runs {
     rtt_ms: f64,
     /// `None` for the reference flow run beside the points (see [`run`]).
     flows: Option<u32>,
+    /// Simulated seconds per run.
+    duration_s: f64,
     goodput_mbps: f64,
     delivered: u64,
     events: u64,
@@ -183,7 +190,7 @@ fn peak_rss_kib() -> Option<u64> {
 pub fn run(args: BenchArgs) -> Result<(), Failure> {
     let positive = |x: f64| x.is_finite() && x > 0.0;
     let bad = |msg: String| Failure::input(anyhow::anyhow!(msg));
-    let duration = std::time::Duration::try_from_secs_f64(args.duration_s)
+    let points_duration = std::time::Duration::try_from_secs_f64(args.duration_s)
         .ok()
         .filter(|d| positive(args.duration_s) && !d.is_zero())
         .ok_or_else(|| {
@@ -206,7 +213,8 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     // Points that are not the reference are set against it (the cost per segment
     // the issue holds within 2x of the single-flow bench): unless `--flows` names
     // the reference itself, the reference flow runs first at each RTT, in the same
-    // rounds, so that a machine whose speed drifts slows both alike.
+    // rounds, so that a machine whose speed drifts slows both alike, and for the
+    // single-flow bench's 60 simulated seconds.
     let add_reference = !args.flows.iter().any(|&n| is_reference(&args, n));
     let per_rtt: Vec<Option<u32>> = add_reference
         .then_some(None)
@@ -222,6 +230,11 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     for round in 0..args.repeat {
         for (i, &(rtt, flows)) in points.iter().enumerate() {
             let mut s = scenario(&args, rtt, flows)?;
+            // The added reference runs as the single-flow bench does.
+            let duration = match flows {
+                None => std::time::Duration::from_secs_f64(REFERENCE_SECONDS),
+                Some(_) => points_duration,
+            };
             s.run.duration = duration;
             s.run.trace_interval = None;
             // At most 10 000 samples, as the scenario loader allows.
@@ -245,6 +258,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
                 runs.push(Runs {
                     rtt_ms: rtt,
                     flows,
+                    duration_s: duration.as_secs_f64(),
                     goodput_mbps: goodput,
                     delivered,
                     events: r.summary.events,
@@ -300,7 +314,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             wall,
             rate / 1e6,
             r.events as f64 / wall / 1e6,
-            wall / args.duration_s,
+            wall / r.duration_s,
             per_seg,
             r.flows.map_or("ref".into(), |n| n.to_string()),
             fastest / 1e6,

@@ -66,6 +66,20 @@ fn bench_shorter_than_a_round_trip_prints_its_wall_time() {
 #[test]
 fn bench_with_many_flows_completes_with_consistent_figures() {
     let dir = tempfile::tempdir().unwrap();
+    // The single-flow bench at 10 ms: the `ref` rows must be this run (its 60
+    // simulated seconds, whatever `--duration-s` the points have).
+    let o = longhaul(
+        &["sim", "bench", "--rtt-ms", "10", "--repeat", "1"],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let single = String::from_utf8_lossy(&o.stdout).to_string();
+    let single: Vec<&str> = single
+        .lines()
+        .find(|l| l.contains("(1 runs)"))
+        .unwrap_or_else(|| panic!("no row in {single}"))
+        .split_whitespace()
+        .collect();
     for (topology, what) in [(&[][..], "flow"), (&["--dumbbell"][..], "pair")] {
         let mut args = vec![
             "sim",
@@ -93,6 +107,8 @@ fn bench_with_many_flows_completes_with_consistent_figures() {
             .map(|l| l.split_whitespace().collect())
             .collect();
         assert_eq!(rows.len(), 3, "{out}");
+        // Segments and events: the reference is the single-flow bench's run.
+        assert_eq!(rows[0][3..5], single[3..5], "{out}");
         let mut rates = vec![];
         for (row, flows) in rows.iter().zip(["ref", "1", "20"]) {
             // RTT, goodput, "Mb/s", segs, events, wall, segs/s, "M", events/s, "M",

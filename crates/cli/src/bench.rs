@@ -41,6 +41,10 @@ pub struct BenchArgs {
     /// to its own receiver, instead of all flows between the chain's two hosts.
     #[arg(long)]
     dumbbell: bool,
+    /// Do not run the reference flow beside points that are not the reference (for
+    /// a profile of the points alone); no cost multiples are then printed.
+    #[arg(long)]
+    no_reference: bool,
 }
 
 /// Simulated seconds of the single-flow bench (`longhaul sim bench`), and of the
@@ -215,7 +219,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
     // the reference itself, the reference flow runs first at each RTT, in the same
     // rounds, so that a machine whose speed drifts slows both alike, and for the
     // single-flow bench's 60 simulated seconds.
-    let add_reference = !args.flows.iter().any(|&n| is_reference(&args, n));
+    let add_reference = !args.no_reference && !args.flows.iter().any(|&n| is_reference(&args, n));
     let per_rtt: Vec<Option<u32>> = add_reference
         .then_some(None)
         .into_iter()

@@ -172,6 +172,32 @@ fn bench_with_many_flows_completes_with_consistent_figures() {
         out.contains("RTT 10 ms, 3 flows: cost per data segment "),
         "{out}"
     );
+    // `--no-reference`: the points alone.
+    let o = longhaul(
+        &[
+            "sim",
+            "bench",
+            "--flows",
+            "3",
+            "--dumbbell",
+            "--rtt-ms",
+            "10",
+            "--duration-s",
+            "0.2",
+            "--repeat",
+            "1",
+            "--no-reference",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.lines().filter(|l| l.contains("(1 runs)")).count(),
+        1,
+        "{out}"
+    );
+    assert!(!out.contains(" ref ") && !out.contains("cost per"), "{out}");
     // A control the simulator does not have is bad input.
     let o = longhaul(
         &["sim", "bench", "--flows", "2", "--cc", "compound"],

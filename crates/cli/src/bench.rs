@@ -140,6 +140,16 @@ impl Runs {
     }
 }
 
+/// `a / b` as "1.23x", or "-" when a run too short to deliver a segment leaves
+/// nothing to divide.
+fn multiple(a: f64, b: f64) -> String {
+    if a > 0.0 && b > 0.0 {
+        format!("{:.2}x", a / b)
+    } else {
+        "-".into()
+    }
+}
+
 /// The median of sorted `v` (the mean of the middle two for an even count).
 fn median(v: &[f64]) -> f64 {
     let n = v.len();
@@ -333,11 +343,11 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         let base = points[0].rates().0;
         for r in &points[1..] {
             outln!(
-                "RTT {} ms: {} flows / {} (median data segs/s): {:.2}x",
+                "RTT {} ms: {} flows / {} (median data segs/s): {}",
                 r.rtt_ms,
                 r.flows.unwrap_or(1),
                 points[0].flows.unwrap_or(1),
-                r.rates().0 / base
+                multiple(r.rates().0, base)
             )?;
         }
     }
@@ -351,10 +361,10 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         };
         for r in chunk.iter().filter(|r| !is_ref(r)) {
             outln!(
-                "RTT {} ms, {}: cost per data segment {:.2}x the reference flow's (median wall time per segment)",
+                "RTT {} ms, {}: cost per data segment {} the reference flow's (median wall time per segment)",
                 r.rtt_ms,
                 r.label(args.dumbbell),
-                reference.rates().0 / r.rates().0
+                multiple(reference.rates().0, r.rates().0)
             )?;
         }
     }
@@ -363,8 +373,8 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         let hi = medians.clone().fold(f64::MIN, f64::max);
         let lo = medians.fold(f64::MAX, f64::min);
         outln!(
-            "fastest / slowest RTT (median data segs/s): {:.2}x",
-            hi / lo
+            "fastest / slowest RTT (median data segs/s): {}",
+            multiple(hi, lo)
         )?;
     }
     if let Some(cpu) = cpu_line() {

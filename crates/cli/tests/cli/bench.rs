@@ -54,6 +54,30 @@ fn bench_shorter_than_a_round_trip_prints_its_wall_time() {
     let wall: f64 = cols[5].parse().unwrap();
     assert!(wall.is_finite() && wall >= 0.0, "{out}");
     assert!(!row.contains("NaN"), "{out}");
+    // Nor are its multiples infinite or NaN: with nothing delivered there is nothing
+    // to divide, and the lines say so.
+    let args = [
+        "sim",
+        "bench",
+        "--rtt-ms",
+        "100",
+        "--duration-s",
+        "0.01",
+        "--flows",
+        "1,3",
+        "--dumbbell",
+        "--repeat",
+        "1",
+    ];
+    let o = longhaul(&args[..], dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("RTT 100 ms: 3 flows / 1 (median data segs/s): -")
+            && out.contains("RTT 100 ms, 3 pairs (dumbbell): cost per data segment - "),
+        "{out}"
+    );
+    assert!(!out.contains("inf") && !out.contains("NaN"), "{out}");
 }
 
 /// `--flows` runs the reference flow N times over the same path (or a dumbbell of

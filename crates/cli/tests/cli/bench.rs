@@ -166,62 +166,6 @@ fn bench_with_many_flows_completes_with_consistent_figures() {
             );
         }
     }
-    // When `--flows` names the reference itself, it is the reference: no row is
-    // added, and only the other points are set against it.
-    let o = longhaul(
-        &[
-            "sim",
-            "bench",
-            "--flows",
-            "1,3",
-            "--rtt-ms",
-            "10",
-            "--duration-s",
-            "0.2",
-            "--repeat",
-            "1",
-        ],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        out.lines().filter(|l| l.contains("(1 runs)")).count(),
-        2,
-        "{out}"
-    );
-    assert!(!out.contains(" ref "), "{out}");
-    assert_eq!(out.matches("cost per data segment").count(), 1, "{out}");
-    assert!(
-        out.contains("RTT 10 ms, 3 flows: cost per data segment "),
-        "{out}"
-    );
-    // `--no-reference`: the points alone.
-    let o = longhaul(
-        &[
-            "sim",
-            "bench",
-            "--flows",
-            "3",
-            "--dumbbell",
-            "--rtt-ms",
-            "10",
-            "--duration-s",
-            "0.2",
-            "--repeat",
-            "1",
-            "--no-reference",
-        ],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        out.lines().filter(|l| l.contains("(1 runs)")).count(),
-        1,
-        "{out}"
-    );
-    assert!(!out.contains(" ref ") && !out.contains("cost per"), "{out}");
     // A control the simulator does not have is bad input.
     let o = longhaul(
         &["sim", "bench", "--flows", "2", "--cc", "compound"],
@@ -229,6 +173,35 @@ fn bench_with_many_flows_completes_with_consistent_figures() {
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("compound"), "{}", stderr(&o));
+}
+
+/// The reference runs beside the points only when it must: not when `--flows`
+/// names the reference itself (then only the other points are set against it), and
+/// not with `--no-reference` (the points alone, no multiples).
+#[test]
+fn bench_adds_the_reference_only_when_no_point_is_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = |extra: &[&str]| {
+        let mut args = vec!["sim", "bench", "--rtt-ms", "10", "--duration-s", "0.2"];
+        args.extend_from_slice(&["--repeat", "1"]);
+        args.extend_from_slice(extra);
+        let o = longhaul(&args, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let rows = out.lines().filter(|l| l.contains("(1 runs)")).count();
+        (out, rows)
+    };
+    let (out, rows) = bench(&["--flows", "1,3"]);
+    assert_eq!(rows, 2, "{out}");
+    assert!(!out.contains(" ref "), "{out}");
+    assert_eq!(out.matches("cost per data segment").count(), 1, "{out}");
+    assert!(
+        out.contains("RTT 10 ms, 3 flows: cost per data segment "),
+        "{out}"
+    );
+    let (out, rows) = bench(&["--flows", "3", "--dumbbell", "--no-reference"]);
+    assert_eq!(rows, 1, "{out}");
+    assert!(!out.contains(" ref ") && !out.contains("cost per"), "{out}");
 }
 
 /// The bench runs each RTT `--repeat` times and reports the median with the range,

@@ -336,6 +336,7 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
             r.walls.len(),
         )?;
     }
+    let is_ref = |r: &Runs| r.flows.is_none_or(|n| is_reference(&args, n));
     for chunk in runs.chunks(per_rtt.len()) {
         // Each RTT's many-flow points against its first (the reference run beside
         // them aside).
@@ -350,12 +351,9 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
                 multiple(r.rates().0, base)
             )?;
         }
-    }
-    for chunk in runs.chunks(per_rtt.len()) {
         // Each point that is not the reference against the reference: wall time per
         // delivered segment, medians, so the multiple is the reference's rate over
         // the point's.
-        let is_ref = |r: &Runs| r.flows.is_none_or(|n| is_reference(&args, n));
         let Some(reference) = chunk.iter().find(|r| is_ref(r)) else {
             continue;
         };

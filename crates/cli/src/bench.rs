@@ -150,6 +150,36 @@ fn multiple(a: f64, b: f64) -> String {
     }
 }
 
+/// The same multiple taken round by round: in each round the point's wall time per
+/// delivered segment over the reference's in that round, which ran just before it,
+/// as "; by round 2.20x median, 1.90-2.60x" (median, lowest, highest). Pairing the
+/// runs of a round cancels what drifts slowly (another tenant, the host's clock
+/// speed), which the ratio of two medians taken over the whole invocation does not;
+/// where the two figures part, the rounds were uneven and more of them are wanted.
+/// Empty with one round (the two are then the same) or nothing delivered.
+fn by_round(reference: &Runs, point: &Runs) -> String {
+    if point.walls.len() < 2 || reference.delivered == 0 || point.delivered == 0 {
+        return String::new();
+    }
+    let mut m: Vec<f64> = reference
+        .walls
+        .iter()
+        .zip(&point.walls)
+        .map(|(r, p)| (p / point.delivered as f64) / (r / reference.delivered as f64))
+        .filter(|m| m.is_finite())
+        .collect();
+    if m.is_empty() {
+        return String::new();
+    }
+    m.sort_by(f64::total_cmp);
+    format!(
+        "; by round {:.2}x median, {:.2}-{:.2}x",
+        median(&m),
+        m[0],
+        m[m.len() - 1]
+    )
+}
+
 /// The median of sorted `v` (the mean of the middle two for an even count).
 fn median(v: &[f64]) -> f64 {
     let n = v.len();
@@ -359,10 +389,11 @@ pub fn run(args: BenchArgs) -> Result<(), Failure> {
         };
         for r in chunk.iter().filter(|r| !is_ref(r)) {
             outln!(
-                "RTT {} ms, {}: cost per data segment {} the reference flow's (median wall time per segment)",
+                "RTT {} ms, {}: cost per data segment {} the reference flow's (median wall time per segment){}",
                 r.rtt_ms,
                 r.label(args.dumbbell),
-                multiple(reference.rates().0, r.rates().0)
+                multiple(reference.rates().0, r.rates().0),
+                by_round(reference, r)
             )?;
         }
     }

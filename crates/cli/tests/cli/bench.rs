@@ -204,6 +204,58 @@ fn bench_adds_the_reference_only_when_no_point_is_it() {
     assert!(!out.contains(" ref ") && !out.contains("cost per"), "{out}");
 }
 
+/// With more than one round, each cost line also gives the multiple round by
+/// round (each round's point against the reference run just before it): its median
+/// and range, which must bracket the ratio of the medians (if every round's point
+/// costs at least c times its reference, so do their medians; printed to 0.01).
+/// One round has no such part.
+#[test]
+fn bench_gives_the_cost_multiple_round_by_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = |repeat: &str| {
+        let args = [
+            "sim",
+            "bench",
+            "--rtt-ms",
+            "10",
+            "--duration-s",
+            "0.2",
+            "--flows",
+            "3",
+            "--dumbbell",
+            "--repeat",
+            repeat,
+        ];
+        let o = longhaul(&args[..], dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let line = out
+            .lines()
+            .find_map(|l| l.strip_prefix("RTT 10 ms, 3 pairs (dumbbell): cost per data segment "))
+            .unwrap_or_else(|| panic!("no cost line in {out}"))
+            .to_string();
+        (out, line)
+    };
+    let (out, line) = bench("3");
+    let x = |s: &str| -> f64 {
+        s.trim()
+            .strip_suffix('x')
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{s:?} in {out}"))
+    };
+    let headline = x(line.split_once(' ').unwrap().0);
+    let (_, rounds) = line
+        .split_once("; by round ")
+        .unwrap_or_else(|| panic!("no by-round part in {out}"));
+    let (med, range) = rounds.split_once(" median, ").unwrap();
+    let (lo, hi) = range.split_once('-').unwrap();
+    let (med, lo, hi) = (x(med), x(&format!("{lo}x")), x(hi));
+    assert!(lo > 0.0 && lo <= med && med <= hi, "{out}");
+    assert!(lo - 0.01 <= headline && headline <= hi + 0.01, "{out}");
+    let (out, line) = bench("1");
+    assert!(!line.contains("by round"), "{out}");
+}
+
 /// The bench runs each RTT `--repeat` times and reports the median with the range,
 /// and the ratio of the RTTs' medians.
 #[test]

@@ -246,11 +246,23 @@ pub fn steal_ticks() -> Vec<(usize, u64)> {
 }
 
 fn parse_steal(stat: &str) -> Vec<(usize, u64)> {
+    per_cpu_ticks(stat, &[7])
+}
+
+/// The sum of the `fields` of each `cpuN` line of `/proc/stat` text (counted from
+/// 0 after the name: user, nice, system, idle, iowait, irq, softirq, steal), by
+/// CPU number; a line missing one of them is left out.
+pub(crate) fn per_cpu_ticks(stat: &str, fields: &[usize]) -> Vec<(usize, u64)> {
     stat.lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
             let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
-            Some((cpu, f.nth(7)?.parse().ok()?))
+            let v: Vec<&str> = f.collect();
+            let sum = fields
+                .iter()
+                .map(|&i| v.get(i)?.parse::<u64>().ok())
+                .sum::<Option<u64>>()?;
+            Some((cpu, sum))
         })
         .collect()
 }

@@ -172,16 +172,9 @@ mod tests {
             eprintln!("one CPU allowed: no other to keep busy");
             return;
         };
-        let idle = || -> Vec<(usize, u64)> {
+        let idle = || {
             let stat = std::fs::read_to_string("/proc/stat").unwrap();
-            stat.lines()
-                .filter_map(|l| {
-                    let mut f = l.split_whitespace();
-                    let cpu = f.next()?.strip_prefix("cpu")?.parse().ok()?;
-                    let v: Vec<u64> = f.take(5).filter_map(|x| x.parse().ok()).collect();
-                    Some((cpu, v.get(3)? + v.get(4)?))
-                })
-                .collect()
+            crate::cpu::per_cpu_ticks(&stat, &[3, 4])
         };
         let before = idle();
         let stop = AtomicBool::new(false);

@@ -249,7 +249,7 @@ fn bench_gives_the_cost_multiple_round_by_round() {
         .unwrap_or_else(|| panic!("no by-round part in {out}"));
     let (med, range) = rounds.split_once(" median, ").unwrap();
     let (lo, hi) = range.split_once('-').unwrap();
-    let (med, lo, hi) = (x(med), x(&format!("{lo}x")), x(hi));
+    let (med, lo, hi) = (x(med), lo.parse::<f64>().unwrap(), x(hi));
     assert!(lo > 0.0 && lo <= med && med <= hi, "{out}");
     assert!(lo - 0.01 <= headline && headline <= hi + 0.01, "{out}");
     let (out, line) = bench("1");
